@@ -1,0 +1,16 @@
+// @walproxy/shared: the wire layer. No sockets, no timers, no AWS.
+
+export * from './messages/api-versions.js';
+export type { LeaderIdAndEpoch, NodeEndpoint, Tagged } from './messages/common.js';
+export * from './messages/fetch.js';
+export * from './messages/metadata.js';
+export * from './messages/produce.js';
+export * from './protocol/api-keys.js';
+export * from './protocol/error-codes.js';
+export * from './protocol/errors.js';
+export * from './protocol/headers.js';
+export * from './protocol/reader.js';
+export * from './protocol/writer.js';
+export * from './records/crc32c.js';
+export * from './records/record-batch.js';
+export * from './wal/index.js';
