@@ -1,0 +1,39 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root: the nearest ancestor holding tsconfig.base.json (works from src or dist). */
+export function repoRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'tsconfig.base.json'))) {
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error('repository root (tsconfig.base.json) not found');
+    dir = parent;
+  }
+  return dir;
+}
+
+export const DEFAULT_KAFKA_VERSION = '4.1.2';
+
+export function kafkaVersion(): string {
+  return process.env.KAFKA_VERSION ?? DEFAULT_KAFKA_VERSION;
+}
+
+/** The flat jar directory of a Kafka version, resolved from Maven Central on first use. */
+export function kafkaLibDir(version = kafkaVersion()): string {
+  const dir = path.join(repoRoot(), '.cache', 'kafka', version);
+  if (!existsSync(path.join(dir, '.complete'))) {
+    const script = path.join(repoRoot(), 'e2e', 'kafka', 'fetch-kafka.sh');
+    const result = spawnSync('bash', [script, version], { stdio: 'inherit' });
+    if (result.status !== 0) throw new Error(`resolving Kafka ${version} jars failed (${script})`);
+  }
+  return dir;
+}
+
+/** The built sidecar entry point (`make build` / `npm run build` produces it). */
+export function sidecarEntry(): string {
+  const entry = path.join(repoRoot(), 'proxy', 'dist', 'cli', 'main.js');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: run 'npm run build' first`);
+  return entry;
+}

@@ -1,0 +1,18 @@
+export {
+  isObjectStoreError,
+  OBJECT_STORE_ERROR_CODES,
+  ObjectStoreError,
+  type ObjectStoreErrorCode,
+  type ObjectStoreErrorOptions,
+} from './errors.js';
+export { FileObjectStore, type FileStoreOptions } from './file-store.js';
+export {
+  assertValidKey,
+  assertValidPrefix,
+  type ByteRange,
+  type ObjectInfo,
+  type ObjectStore,
+} from './object-store.js';
+export { type ObjectStoreOptions, openObjectStore } from './open-object-store.js';
+export { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
+export { isDirectoryBucket, S3ObjectStore, type S3StoreOptions } from './s3-store.js';

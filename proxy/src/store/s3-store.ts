@@ -1,0 +1,272 @@
+import { randomBytes } from 'node:crypto';
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { isIP } from 'node:net';
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  type ListObjectsV2CommandOutput,
+  PutObjectCommand,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
+import { ObjectStoreError } from './errors.js';
+import {
+  assertValidKey,
+  assertValidPrefix,
+  assertValidRange,
+  type ByteRange,
+  type ObjectInfo,
+  type ObjectStore,
+} from './object-store.js';
+import { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
+
+export interface S3StoreOptions {
+  /** AWS region; defaults to the SDK's chain (AWS_REGION, profile). Directory buckets need their own. */
+  region?: string;
+  /** Custom endpoint for S3-compatible servers, e.g. `http://127.0.0.1:9000`. */
+  endpoint?: string;
+  /** Path-style addressing for standard buckets (the SDK ignores it for `--x-s3` buckets). */
+  forcePathStyle?: boolean;
+  /** Sign directory-bucket requests with plain SigV4 instead of a CreateSession token (emulators). */
+  disableS3ExpressSessionAuth?: boolean;
+  /** Static credentials; by default the SDK's provider chain (env, profile, IMDS, web identity). */
+  credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  /**
+   * Send `If-None-Match: *` on puts so S3 refuses to overwrite a key (412). On by default; turn off
+   * only for S3-compatible stores that reject the header, since keys are then unprotected.
+   */
+  conditionalPut?: boolean;
+  /** Upper bound of open connections to the store; they are kept alive and reused. */
+  maxSockets?: number;
+  /** SDK attempts per operation, including the first (the SDK's default is 3). */
+  maxAttempts?: number;
+  /** Milliseconds one HTTP request may take before it fails (as WALPROXY_ERR_STORE_UNREACHABLE) and is retried. */
+  requestTimeoutMs?: number;
+  /** Milliseconds to establish a connection. */
+  connectionTimeoutMs?: number;
+}
+
+/** S3 Express One Zone directory buckets are named `base--zoneid--x-s3`. */
+export function isDirectoryBucket(bucket: string): boolean {
+  return bucket.endsWith('--x-s3');
+}
+
+/** DeleteObjects takes at most 1,000 keys per call. */
+const DELETE_BATCH = 1000;
+
+/**
+ * Objects in an S3 bucket (standard or S3 Express One Zone directory bucket) under a key prefix.
+ * Bodies go out as Buffers, never streams: a stream body makes the SDK switch to aws-chunked
+ * encoding with a trailing checksum, which several S3-compatible stores mishandle, and WAL objects
+ * are in memory anyway.
+ */
+export class S3ObjectStore implements ObjectStore {
+  readonly url: string;
+  readonly bucket: string;
+  /** `''` or a prefix ending in `/`, prepended to every key. */
+  readonly keyPrefix: string;
+  readonly #client: S3Client;
+  readonly #conditionalPut: boolean;
+  readonly #target: string;
+
+  constructor(url: string, bucket: string, keyPrefix: string, options: S3StoreOptions = {}) {
+    this.url = url;
+    this.bucket = bucket;
+    this.keyPrefix = keyPrefix;
+    this.#conditionalPut = options.conditionalPut ?? true;
+    this.#target =
+      options.endpoint ?? `AWS${options.region === undefined ? '' : ` region ${options.region}`}`;
+    const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 64 };
+    const config: S3ClientConfig = {
+      requestHandler: {
+        httpAgent: new HttpAgent(agentOptions),
+        httpsAgent: new HttpsAgent(agentOptions),
+        requestTimeout: options.requestTimeoutMs ?? 10_000,
+        // Without this the SDK only logs a warning when requestTimeout passes.
+        throwOnRequestTimeout: true,
+        connectionTimeout: options.connectionTimeoutMs ?? 3_000,
+      },
+    };
+    if (options.region !== undefined) config.region = options.region;
+    if (options.endpoint !== undefined) config.endpoint = options.endpoint;
+    if (options.forcePathStyle !== undefined) config.forcePathStyle = options.forcePathStyle;
+    if (options.disableS3ExpressSessionAuth !== undefined) {
+      config.disableS3ExpressSessionAuth = options.disableS3ExpressSessionAuth;
+    }
+    if (options.credentials !== undefined) config.credentials = options.credentials;
+    if (options.maxAttempts !== undefined) config.maxAttempts = options.maxAttempts;
+    this.#client = new S3Client(config);
+    if (options.endpoint !== undefined && isDirectoryBucket(bucket) && endpointIsIp(options.endpoint)) {
+      this.#client.middlewareStack.add(
+        (next) => async (args) => {
+          const request = args.request as { path?: string };
+          // The S3 Express endpoint rule builds `{endpoint}/{bucket}{path}` for an IP endpoint,
+          // and the path already starts with `/`: `/bucket//key`, which is not the key on any server.
+          if (typeof request.path === 'string') request.path = request.path.replace(/^(\/[^/]+)\/\//, '$1/');
+          return next(args);
+        },
+        // Before signing, so the signature covers the corrected path.
+        { step: 'build', name: 'walproxyS3ExpressDoubleSlashFix' },
+      );
+    }
+  }
+
+  async put(key: string, body: Buffer | readonly Buffer[]): Promise<void> {
+    assertValidKey(key);
+    // The SDK needs one contiguous body to sign, checksum and send with a Content-Length.
+    const bytes = Buffer.isBuffer(body) ? body : Buffer.concat(body);
+    try {
+      await this.#client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: this.keyPrefix + key,
+          Body: bytes,
+          ContentLength: bytes.length,
+          ...(this.#conditionalPut ? { IfNoneMatch: '*' } : {}),
+        }),
+      );
+    } catch (err) {
+      throw this.#error(err, 'PutObject', key);
+    }
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Buffer> {
+    assertValidKey(key);
+    if (range !== undefined) assertValidRange(key, range);
+    try {
+      const out = await this.#client.send(
+        new GetObjectCommand({
+          Bucket: this.bucket,
+          Key: this.keyPrefix + key,
+          ...(range === undefined
+            ? {}
+            : { Range: `bytes=${range.offset}-${range.offset + range.length - 1}` }),
+        }),
+      );
+      const bytes = await out.Body!.transformToByteArray();
+      const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      // S3 answers a range that runs past the end with the bytes it has; callers asked for exact bytes.
+      if (range !== undefined && buffer.length !== range.length) {
+        throw new ObjectStoreError(
+          'WALPROXY_ERR_STORE_INVALID_RANGE',
+          `GetObject s3://${this.bucket}/${this.keyPrefix}${key}: asked for ${range.length} bytes at offset ${range.offset}, the object has ${buffer.length} there (${out.ContentRange ?? 'no Content-Range'})`,
+          { key },
+        );
+      }
+      return buffer;
+    } catch (err) {
+      throw this.#error(err, 'GetObject', key);
+    }
+  }
+
+  async head(key: string): Promise<{ size: number } | undefined> {
+    assertValidKey(key);
+    try {
+      const out = await this.#client.send(
+        new HeadObjectCommand({ Bucket: this.bucket, Key: this.keyPrefix + key }),
+      );
+      return { size: out.ContentLength ?? 0 };
+    } catch (err) {
+      if ((err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404)
+        return undefined;
+      throw this.#error(err, 'HeadObject', key);
+    }
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    assertValidPrefix(prefix);
+    const full = this.keyPrefix + prefix;
+    // Directory buckets only accept list prefixes that end in `/`: list the enclosing directory
+    // and keep the matching keys.
+    const listPrefix = isDirectoryBucket(this.bucket) ? full.slice(0, full.lastIndexOf('/') + 1) : full;
+    let token: string | undefined;
+    do {
+      let page: ListObjectsV2CommandOutput;
+      try {
+        page = await this.#client.send(
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            ...(listPrefix === '' ? {} : { Prefix: listPrefix }),
+            ...(token === undefined ? {} : { ContinuationToken: token }),
+          }),
+        );
+      } catch (err) {
+        throw this.#error(err, 'ListObjectsV2');
+      }
+      for (const object of page.Contents ?? []) {
+        if (object.Key === undefined || !object.Key.startsWith(full)) continue;
+        yield {
+          key: object.Key.slice(this.keyPrefix.length),
+          size: object.Size ?? 0,
+          lastModified: object.LastModified ?? new Date(0),
+        };
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token !== undefined);
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    for (const key of keys) assertValidKey(key);
+    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+      const batch = keys.slice(i, i + DELETE_BATCH);
+      let errors: { Key?: string; Code?: string; Message?: string }[] | undefined;
+      try {
+        const out = await this.#client.send(
+          new DeleteObjectsCommand({
+            Bucket: this.bucket,
+            Delete: { Objects: batch.map((key) => ({ Key: this.keyPrefix + key })), Quiet: true },
+          }),
+        );
+        errors = out.Errors;
+      } catch (err) {
+        throw this.#error(err, 'DeleteObjects');
+      }
+      const first = errors?.[0];
+      if (first !== undefined) {
+        const key = first.Key?.slice(this.keyPrefix.length);
+        // DeleteObjects answers 200 and lists per-key failures; report the first like a failed call.
+        const err = Object.assign(new Error(first.Message ?? 'delete failed'), {
+          name: first.Code ?? 'Error',
+        });
+        throw classifyS3Error(err, this.#context('DeleteObjects', key));
+      }
+    }
+  }
+
+  async validate(): Promise<void> {
+    try {
+      await this.#client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+    } catch (err) {
+      throw this.#error(err, 'HeadBucket');
+    }
+    // HeadBucket does not use S3 Express session credentials and proves no write permission:
+    // a put and a delete do both.
+    const probe = `.walproxy-validate-${randomBytes(8).toString('hex')}`;
+    await this.put(probe, Buffer.from('walproxy startup check\n'));
+    await this.delete([probe]);
+  }
+
+  async close(): Promise<void> {
+    this.#client.destroy();
+  }
+
+  #context(operation: S3ErrorContext['operation'], key?: string): S3ErrorContext {
+    return { operation, bucket: this.bucket, keyPrefix: this.keyPrefix, key, target: this.#target };
+  }
+
+  #error(err: unknown, operation: S3ErrorContext['operation'], key?: string): ObjectStoreError {
+    return classifyS3Error(err, this.#context(operation, key));
+  }
+}
+
+function endpointIsIp(endpoint: string): boolean {
+  try {
+    return isIP(new URL(endpoint).hostname.replace(/^\[|\]$/g, '')) !== 0;
+  } catch {
+    return false;
+  }
+}
