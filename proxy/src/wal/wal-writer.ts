@@ -1,0 +1,648 @@
+// The leader side's WAL builder (ARCHITECTURE.md, Produce steps 2–3; docs/wal-writer.md): packs
+// produced batches of many partitions into WAL objects, seals them by size, linger or flush, and
+// uploads them with bounded concurrency, retries and a deadline. Each append gets a ticket whose
+// `durable` promise says when (and where) the batch is in the object store: the Produce path holds
+// durable-ack responses on it.
+import { channel } from 'node:diagnostics_channel';
+import { WAL_INDEX_ENTRY_SIZE, type WalAppendEntry, WalObjectBuilder } from '@walproxy/shared';
+import { isObjectStoreError, type ObjectStore, ObjectStoreError } from '../store/index.js';
+import { fullJitterBackoffMs } from './backoff.js';
+import {
+  WAL_WRITER_CHANNELS,
+  type WalAppendRefusedEvent,
+  type WalSealEvent,
+  type WalSealReason,
+  type WalUploadAttemptEvent,
+  type WalUploadEndEvent,
+  type WalUploadStartEvent,
+} from './channels.js';
+import { WalWriteError, type WalWriteErrorKind } from './errors.js';
+import { assertValidKeyPrefix, newWalObjectKey } from './object-key.js';
+
+export const WAL_WRITER_DEFAULTS = {
+  targetBytes: 400_000,
+  lingerMs: 10,
+  maxUploadsInFlight: 4,
+  uploadDeadlineMs: 5_000,
+  retryBaseMs: 20,
+  retryMaxMs: 1_000,
+  maxPendingBytes: 64 * 1024 * 1024,
+  keyPrefix: 'wal/',
+} as const;
+
+/** Accepted per-writer and per-append values (inclusive), for the CLI's checks as well. */
+export const WAL_WRITER_LIMITS = {
+  // Below 1 KiB an object is mostly header and footer; above 64 MiB one PUT holds too much memory.
+  targetBytes: { min: 1024, max: 64 * 1024 * 1024 },
+  lingerMs: { min: 0, max: 60_000 },
+} as const;
+
+export interface WalWriterOptions {
+  store: ObjectStore;
+  /** The broker this sidecar fronts: written in every object header and key. */
+  brokerId: number;
+  /** Seal the open object when it reaches this many bytes (sealed size, footer included). */
+  targetBytes?: number;
+  /** Seal the open object at most this long after its first batch. */
+  lingerMs?: number;
+  /** Uploads running at once; sealed objects beyond it wait, in seal order. */
+  maxUploadsInFlight?: number;
+  /** Time from seal to a stored object, queueing and retries included; past it the tickets fail. */
+  uploadDeadlineMs?: number;
+  /** Full-jitter exponential backoff between attempts: base and cap of the delay. */
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+  /**
+   * Bound on batch bytes appended and not yet stored or failed (a put abandoned at the deadline
+   * keeps its bytes until it ends); an append that would pass it is refused with OVERLOADED.
+   */
+  maxPendingBytes?: number;
+  /** `''` or ending in `/`; keys are `<prefix><yyyy>/<mm>/<dd>/<hh>/<brokerId>/<id>.wal`. */
+  keyPrefix?: string;
+  /** Wall clock, milliseconds since the epoch: object creation times, keys, deadlines. */
+  now?: () => number;
+}
+
+/** Per-append settings: a topic's own linger and target size. */
+export interface WalAppendOptions {
+  lingerMs?: number | undefined;
+  targetBytes?: number | undefined;
+}
+
+/** Where a stored batch is: `length` bytes at `position` of object `objectKey`. */
+export interface WalLocation {
+  objectKey: string;
+  position: number;
+  length: number;
+  objectSize: number;
+  /** The writer's clock when the store confirmed the object. */
+  uploadedAtMs: number;
+}
+
+export interface WalAppendTicket {
+  /**
+   * Resolves once the object holding the batch is stored; rejects with a WalWriteError
+   * (UPLOAD_FAILED, OVERLOADED or CLOSED) and never resolves for a batch that is not stored. The
+   * writer attaches a no-op handler itself, so a ticket nobody awaits (no durable ack) never
+   * raises an unhandled rejection.
+   */
+  readonly durable: Promise<WalLocation>;
+}
+
+export interface WalWriterStats {
+  objectsUploaded: number;
+  bytesUploaded: number;
+  batchesUploaded: number;
+  /** Store calls for objects, first attempts included. */
+  uploadAttempts: number;
+  uploadRetries: number;
+  /** Objects whose tickets were rejected with UPLOAD_FAILED. */
+  uploadFailures: number;
+  sealedBySize: number;
+  sealedByLinger: number;
+  sealedByFlush: number;
+  refusedOverloaded: number;
+  /** Gauge: batch bytes appended and not yet stored or failed, abandoned puts' included. */
+  pendingBytes: number;
+  /** Gauge: store calls running, abandoned ones (deadline passed) included. */
+  uploadsInFlight: number;
+  /** Gauge: sealed objects waiting for an upload slot. */
+  queuedObjects: number;
+}
+
+type Counters = Omit<WalWriterStats, 'pendingBytes' | 'uploadsInFlight' | 'queuedObjects'>;
+
+/** What a stored object tells each of its tickets. */
+interface StoredObject {
+  objectKey: string;
+  objectSize: number;
+  uploadedAtMs: number;
+}
+
+interface OpenObject {
+  key: string;
+  builder: WalObjectBuilder;
+  stored: Deferred<StoredObject>;
+  batchBytes: number;
+  /** The object's first append, which opened it. */
+  firstAppendAtMs: number;
+  /** Earliest append time + linger among its batches. */
+  sealAtMs: number;
+  /** Smallest target among its batches. */
+  targetBytes: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+interface SealedObject {
+  key: string;
+  body: Buffer[];
+  size: number;
+  batchCount: number;
+  batchBytes: number;
+  stored: Deferred<StoredObject>;
+  sealedAtMs: number;
+  deadlineAtMs: number;
+  /** Fires at deadlineAtMs, whether the object is queued or uploading. */
+  expiry: Timeout;
+  /** Resolved when its tickets are settled. */
+  settled: Deferred<void>;
+  /** Resolved when no store call for it runs any more and its bytes left pendingBytes. */
+  released: Deferred<void>;
+}
+
+const EXPIRED = Symbol('expired');
+const noop = () => {};
+
+const channels = {
+  seal: channel(WAL_WRITER_CHANNELS.seal),
+  uploadStart: channel(WAL_WRITER_CHANNELS.uploadStart),
+  uploadAttempt: channel(WAL_WRITER_CHANNELS.uploadAttempt),
+  uploadEnd: channel(WAL_WRITER_CHANNELS.uploadEnd),
+  appendRefused: channel(WAL_WRITER_CHANNELS.appendRefused),
+};
+
+export class WalWriter {
+  readonly #store: ObjectStore;
+  readonly #brokerId: number;
+  readonly #targetBytes: number;
+  readonly #lingerMs: number;
+  readonly #maxUploadsInFlight: number;
+  readonly #uploadDeadlineMs: number;
+  readonly #retryBaseMs: number;
+  readonly #retryMaxMs: number;
+  readonly #maxPendingBytes: number;
+  readonly #keyPrefix: string;
+  readonly #now: () => number;
+
+  #open: OpenObject | undefined;
+  /** Sealed objects waiting for a slot, in seal order. */
+  readonly #queue: SealedObject[] = [];
+  /** Sealed objects not yet released, for flush() and close(). */
+  readonly #unreleased = new Set<SealedObject>();
+  #uploadsInFlight = 0;
+  #pendingBytes = 0;
+  #closed = false;
+  readonly #counters: Counters = {
+    objectsUploaded: 0,
+    bytesUploaded: 0,
+    batchesUploaded: 0,
+    uploadAttempts: 0,
+    uploadRetries: 0,
+    uploadFailures: 0,
+    sealedBySize: 0,
+    sealedByLinger: 0,
+    sealedByFlush: 0,
+    refusedOverloaded: 0,
+  };
+
+  constructor(options: WalWriterOptions) {
+    const d = WAL_WRITER_DEFAULTS;
+    const { brokerId } = options;
+    if (!Number.isInteger(brokerId) || brokerId < 0 || brokerId >= 2 ** 31) {
+      throw new RangeError(`broker id ${brokerId} is not a Kafka broker id (a non-negative int32)`);
+    }
+    this.#store = options.store;
+    this.#brokerId = brokerId;
+    this.#targetBytes = checkTargetBytes(options.targetBytes ?? d.targetBytes);
+    this.#lingerMs = checkLingerMs(options.lingerMs ?? d.lingerMs);
+    this.#maxUploadsInFlight = checkInteger(
+      options.maxUploadsInFlight ?? d.maxUploadsInFlight,
+      'maxUploadsInFlight',
+      1,
+    );
+    this.#uploadDeadlineMs = checkInteger(
+      options.uploadDeadlineMs ?? d.uploadDeadlineMs,
+      'uploadDeadlineMs',
+      1,
+    );
+    // A zero base would retry a store that fails fast (connection refused) in a tight loop.
+    this.#retryBaseMs = checkInteger(options.retryBaseMs ?? d.retryBaseMs, 'retryBaseMs', 1);
+    this.#retryMaxMs = checkInteger(options.retryMaxMs ?? d.retryMaxMs, 'retryMaxMs', this.#retryBaseMs);
+    // Below the target an object would never fill up before append() starts refusing.
+    this.#maxPendingBytes = checkInteger(
+      options.maxPendingBytes ?? d.maxPendingBytes,
+      'maxPendingBytes',
+      this.#targetBytes,
+    );
+    this.#keyPrefix = options.keyPrefix ?? d.keyPrefix;
+    assertValidKeyPrefix(this.#keyPrefix);
+    this.#now = options.now ?? (() => Date.now());
+  }
+
+  get stats(): WalWriterStats {
+    return {
+      ...this.#counters,
+      pendingBytes: this.#pendingBytes,
+      uploadsInFlight: this.#uploadsInFlight,
+      queuedObjects: this.#queue.length,
+    };
+  }
+
+  /**
+   * Adds one batch to the open object, synchronously and without copying it: the caller must not
+   * change `entry.batch` until the ticket settles. Throws (and appends nothing) when the batch is
+   * not exactly one magic v2 record batch or the topic or partition cannot be written
+   * (WalFormatError from @walproxy/shared), or when an option is out of range (RangeError).
+   */
+  append(entry: WalAppendEntry, options: WalAppendOptions = {}): WalAppendTicket {
+    const batchBytes = entry.batch.length;
+    if (this.#closed) return this.#refuse('CLOSED', batchBytes, 'the WAL writer is closed');
+    if (this.#pendingBytes + batchBytes > this.#maxPendingBytes) {
+      this.#counters.refusedOverloaded++;
+      return this.#refuse(
+        'OVERLOADED',
+        batchBytes,
+        `${this.#pendingBytes} bytes wait for the object store; a batch of ${batchBytes} would pass maxPendingBytes (${this.#maxPendingBytes})`,
+      );
+    }
+    const lingerMs = options.lingerMs === undefined ? this.#lingerMs : checkLingerMs(options.lingerMs);
+    const targetBytes =
+      options.targetBytes === undefined ? this.#targetBytes : checkTargetBytes(options.targetBytes);
+    const now = Math.floor(this.#now());
+
+    let open = this.#open;
+    // Seal first rather than let a batch push a non-empty object past its target: objects stay at
+    // or under the target, and a batch bigger than the target gets an object of its own.
+    if (
+      open !== undefined &&
+      open.builder.batchCount > 0 &&
+      open.builder.size + batchBytes + WAL_INDEX_ENTRY_SIZE > Math.min(open.targetBytes, targetBytes)
+    ) {
+      this.#seal('size');
+      open = undefined;
+    }
+    open ??= this.#openObject(now);
+    let position: number;
+    try {
+      ({ position } = open.builder.append(entry));
+    } catch (err) {
+      // Nothing was appended; an object opened for this batch alone is dropped, never sealed empty.
+      if (open.builder.batchCount === 0) this.#open = undefined;
+      throw err;
+    }
+    this.#pendingBytes += batchBytes;
+    open.batchBytes += batchBytes;
+
+    const durable = open.stored.promise.then(
+      (o): WalLocation => ({
+        objectKey: o.objectKey,
+        position,
+        length: batchBytes,
+        objectSize: o.objectSize,
+        uploadedAtMs: o.uploadedAtMs,
+      }),
+    );
+    durable.catch(noop);
+
+    open.targetBytes = Math.min(open.targetBytes, targetBytes);
+    if (open.builder.size >= open.targetBytes) {
+      this.#seal('size');
+    } else if (now + lingerMs < open.sealAtMs) {
+      open.sealAtMs = now + lingerMs;
+      this.#armLinger(open, now);
+    }
+    return { durable };
+  }
+
+  /** Seals the open object now and resolves when every object sealed so far has settled its tickets. */
+  async flush(): Promise<void> {
+    this.#seal('flush');
+    await Promise.all(Array.from(this.#unreleased, (o) => o.settled.promise));
+  }
+
+  /**
+   * Refuses appends from now on (CLOSED), seals the open object, and resolves when every upload has
+   * settled and no store call of this writer runs any more, so the store can be closed next.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#seal('flush');
+    await Promise.all(Array.from(this.#unreleased, (o) => o.released.promise));
+  }
+
+  #openObject(now: number): OpenObject {
+    const open: OpenObject = {
+      key: newWalObjectKey(this.#keyPrefix, this.#brokerId, now),
+      builder: new WalObjectBuilder({ writerBrokerId: this.#brokerId, createdAtMs: now }),
+      // Settled once for the whole object; every ticket derives its location from it.
+      stored: deferred<StoredObject>(),
+      batchBytes: 0,
+      firstAppendAtMs: now,
+      sealAtMs: Number.POSITIVE_INFINITY,
+      targetBytes: Number.POSITIVE_INFINITY,
+      timer: undefined,
+    };
+    this.#open = open;
+    return open;
+  }
+
+  #armLinger(open: OpenObject, now: number): void {
+    clearTimeout(open.timer);
+    open.timer = setTimeout(() => {
+      if (this.#open === open) this.#seal('linger');
+    }, open.sealAtMs - now);
+  }
+
+  #seal(reason: WalSealReason): void {
+    const open = this.#open;
+    if (open === undefined || open.builder.batchCount === 0) return;
+    this.#open = undefined;
+    clearTimeout(open.timer);
+    const now = this.#now();
+    const size = open.builder.size;
+    const sealed: SealedObject = {
+      key: open.key,
+      body: open.builder.seal(),
+      size,
+      batchCount: open.builder.batchCount,
+      batchBytes: open.batchBytes,
+      stored: open.stored,
+      sealedAtMs: now,
+      deadlineAtMs: now + this.#uploadDeadlineMs,
+      expiry: timeout(this.#uploadDeadlineMs),
+      settled: deferred(),
+      released: deferred(),
+    };
+    if (reason === 'size') this.#counters.sealedBySize++;
+    else if (reason === 'linger') this.#counters.sealedByLinger++;
+    else this.#counters.sealedByFlush++;
+    if (channels.seal.hasSubscribers) {
+      channels.seal.publish({
+        objectKey: sealed.key,
+        size,
+        batchCount: sealed.batchCount,
+        reason,
+        ageMs: now - open.firstAppendAtMs,
+      } satisfies WalSealEvent);
+    }
+    this.#unreleased.add(sealed);
+    this.#queue.push(sealed);
+    // The deadline bounds the wait for a slot too: when the store is slow or down, the queue
+    // fails within the deadline instead of keeping producers waiting a deadline per object ahead.
+    sealed.expiry.promise.then(() => this.#expireQueued(sealed));
+    this.#pump();
+  }
+
+  #expireQueued(obj: SealedObject): void {
+    const i = this.#queue.indexOf(obj);
+    if (i < 0) return;
+    this.#queue.splice(i, 1);
+    this.#settle(obj, 0, this.#deadlineFailure(obj, 0, undefined));
+    this.#release(obj, false);
+  }
+
+  #pump(): void {
+    while (this.#uploadsInFlight < this.#maxUploadsInFlight) {
+      const next = this.#queue.shift();
+      if (next === undefined) return;
+      this.#uploadsInFlight++;
+      void this.#upload(next);
+    }
+  }
+
+  /** Runs in its own slot; never rejects. */
+  async #upload(obj: SealedObject): Promise<void> {
+    const startedAt = this.#now();
+    if (channels.uploadStart.hasSubscribers) {
+      channels.uploadStart.publish({
+        objectKey: obj.key,
+        size: obj.size,
+        batchCount: obj.batchCount,
+        queuedMs: startedAt - obj.sealedAtMs,
+      } satisfies WalUploadStartEvent);
+    }
+    let attempts = 0;
+    let lastError: unknown;
+    let failure: WalWriteError | undefined;
+    // A store call the deadline cut short keeps running (puts cannot be cancelled): its slot and
+    // its bytes stay taken until it ends, so concurrency and memory stay bounded.
+    let abandoned: Promise<unknown> | undefined;
+    try {
+      for (;;) {
+        if (this.#now() >= obj.deadlineAtMs) {
+          failure = this.#deadlineFailure(obj, attempts, lastError);
+          break;
+        }
+        attempts++;
+        this.#counters.uploadAttempts++;
+        if (attempts > 1) this.#counters.uploadRetries++;
+        const attemptStart = this.#now();
+        const call = this.#putOnce(obj);
+        const outcome = await Promise.race([
+          call.then(
+            (alreadyStored) => ({ alreadyStored }),
+            (error: unknown) => ({ error }),
+          ),
+          obj.expiry.promise,
+        ]);
+        if (outcome === EXPIRED) {
+          abandoned = call;
+          failure = this.#deadlineFailure(obj, attempts, lastError);
+          this.#publishAttempt(attemptStart, {
+            objectKey: obj.key,
+            attempt: attempts,
+            error: failure,
+            retriable: false,
+            backoffMs: undefined,
+            alreadyStored: false,
+          });
+          break;
+        }
+        if ('alreadyStored' in outcome) {
+          this.#publishAttempt(attemptStart, {
+            objectKey: obj.key,
+            attempt: attempts,
+            error: undefined,
+            retriable: false,
+            backoffMs: undefined,
+            alreadyStored: outcome.alreadyStored,
+          });
+          break;
+        }
+        lastError = outcome.error;
+        const retriable = isObjectStoreError(lastError) && lastError.retriable;
+        const backoffMs = retriable
+          ? fullJitterBackoffMs(attempts, this.#retryBaseMs, this.#retryMaxMs)
+          : undefined;
+        this.#publishAttempt(attemptStart, {
+          objectKey: obj.key,
+          attempt: attempts,
+          error: lastError,
+          retriable,
+          backoffMs,
+          alreadyStored: false,
+        });
+        if (backoffMs === undefined) {
+          failure = new WalWriteError(
+            'UPLOAD_FAILED',
+            `${describeObject(obj)} was not stored: ${errorMessage(lastError)} (not retriable)`,
+            { objectKey: obj.key, attempts, cause: lastError },
+          );
+          break;
+        }
+        if (this.#now() + backoffMs >= obj.deadlineAtMs) {
+          failure = this.#deadlineFailure(obj, attempts, lastError);
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, backoffMs));
+      }
+    } finally {
+      obj.expiry.cancel();
+    }
+    this.#settle(obj, attempts, failure);
+    if (abandoned !== undefined) await abandoned.then(noop, noop);
+    this.#release(obj, true);
+  }
+
+  /**
+   * Resolves or rejects the object's tickets. Their handlers run as microtasks, after the caller's
+   * synchronous #release: whoever awaited a ticket sees its bytes gone from pendingBytes.
+   */
+  #settle(obj: SealedObject, attempts: number, failure: WalWriteError | undefined): void {
+    if (failure === undefined) {
+      this.#counters.objectsUploaded++;
+      this.#counters.bytesUploaded += obj.size;
+      this.#counters.batchesUploaded += obj.batchCount;
+      obj.stored.resolve({ objectKey: obj.key, objectSize: obj.size, uploadedAtMs: this.#now() });
+    } else {
+      this.#counters.uploadFailures++;
+      obj.stored.reject(failure);
+    }
+    if (channels.uploadEnd.hasSubscribers) {
+      channels.uploadEnd.publish({
+        objectKey: obj.key,
+        size: obj.size,
+        batchCount: obj.batchCount,
+        attempts,
+        durationMs: this.#now() - obj.sealedAtMs,
+        error: failure,
+      } satisfies WalUploadEndEvent);
+    }
+    obj.settled.resolve();
+  }
+
+  /**
+   * One attempt: a put, and after ALREADY_EXISTS a head. Resolves true when the object turned out to
+   * be stored already (docs/object-store.md: a put retried after a lost response, by this loop or
+   * by the S3 SDK's own retries, meets its own earlier success).
+   */
+  async #putOnce(obj: SealedObject): Promise<boolean> {
+    try {
+      await this.#store.put(obj.key, obj.body);
+      return false;
+    } catch (err) {
+      if (!isObjectStoreError(err, 'WALPROXY_ERR_STORE_ALREADY_EXISTS')) throw err;
+      const head = await this.#store.head(obj.key);
+      // Same key and same size is ours: a foreign object would need the same broker id,
+      // millisecond, sequence and 48 random bits (object-key.ts), and then the same size too.
+      if (head?.size === obj.size) return true;
+      throw new ObjectStoreError(
+        'WALPROXY_ERR_STORE_ALREADY_EXISTS',
+        `${describeObject(obj)}: the key is taken by ${head === undefined ? 'an object that is gone again' : `an object of ${head.size} bytes`}, not this one`,
+        { key: obj.key, cause: err },
+      );
+    }
+  }
+
+  #deadlineFailure(obj: SealedObject, attempts: number, lastError: unknown): WalWriteError {
+    const when =
+      attempts === 0
+        ? `before a first attempt (it waited for one of ${this.#maxUploadsInFlight} upload slots)`
+        : `after ${attempts} attempt${attempts === 1 ? '' : 's'}`;
+    const last = lastError === undefined ? '' : `; last error: ${errorMessage(lastError)}`;
+    return new WalWriteError(
+      'UPLOAD_FAILED',
+      `${describeObject(obj)} was not stored: the upload deadline of ${this.#uploadDeadlineMs} ms passed ${when}${last}`,
+      { objectKey: obj.key, attempts, deadlineExceeded: true, cause: lastError },
+    );
+  }
+
+  #publishAttempt(startedAt: number, event: Omit<WalUploadAttemptEvent, 'durationMs'>): void {
+    if (!channels.uploadAttempt.hasSubscribers) return;
+    channels.uploadAttempt.publish({
+      ...event,
+      durationMs: this.#now() - startedAt,
+    } satisfies WalUploadAttemptEvent);
+  }
+
+  /** Gives back the object's bytes and, when it had one, its upload slot. */
+  #release(obj: SealedObject, heldSlot: boolean): void {
+    if (heldSlot) this.#uploadsInFlight--;
+    this.#pendingBytes -= obj.batchBytes;
+    this.#unreleased.delete(obj);
+    obj.released.resolve();
+    this.#pump();
+  }
+
+  #refuse(
+    kind: Exclude<WalWriteErrorKind, 'UPLOAD_FAILED'>,
+    batchBytes: number,
+    why: string,
+  ): WalAppendTicket {
+    if (channels.appendRefused.hasSubscribers) {
+      channels.appendRefused.publish({
+        kind,
+        batchBytes,
+        pendingBytes: this.#pendingBytes,
+      } satisfies WalAppendRefusedEvent);
+    }
+    const durable = Promise.reject(new WalWriteError(kind, `batch refused: ${why}`));
+    durable.catch(noop);
+    return { durable };
+  }
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve(value: T): void;
+  reject(reason: unknown): void;
+}
+
+/** Promise.withResolvers needs Node 22; the project supports 20. */
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (reason: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+interface Timeout {
+  promise: Promise<typeof EXPIRED>;
+  cancel(): void;
+}
+
+function timeout(ms: number): Timeout {
+  let timer: NodeJS.Timeout | undefined;
+  const promise = new Promise<typeof EXPIRED>((resolve) => {
+    timer = setTimeout(() => resolve(EXPIRED), Math.max(0, ms));
+  });
+  return { promise, cancel: () => clearTimeout(timer) };
+}
+
+function describeObject(obj: SealedObject): string {
+  return `WAL object ${obj.key} (${obj.size} bytes, ${obj.batchCount} batches)`;
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function checkInteger(value: number, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new RangeError(`${name} must be an integer in ${min}..${max}, got ${value}`);
+  }
+  return value;
+}
+
+function checkTargetBytes(value: number): number {
+  const { min, max } = WAL_WRITER_LIMITS.targetBytes;
+  return checkInteger(value, 'targetBytes', min, max);
+}
+
+function checkLingerMs(value: number): number {
+  const { min, max } = WAL_WRITER_LIMITS.lingerMs;
+  return checkInteger(value, 'lingerMs', min, max);
+}

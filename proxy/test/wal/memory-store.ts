@@ -1,0 +1,85 @@
+// An in-memory ObjectStore for the WalWriter's unit tests, with a hook that decides what each put
+// does: store the object (`commit`), fail before or after storing it, or hold until the test
+// releases it. It also records how many puts ran at once.
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ObjectStore,
+  ObjectStoreError,
+} from '../../src/store/index.js';
+
+/** Called for every put; `commit` stores the body and throws ALREADY_EXISTS when the key is taken. */
+export type PutHook = (key: string, commit: () => void, call: number) => Promise<void>;
+
+export class MemoryObjectStore implements ObjectStore {
+  readonly url = 'memory://wal-writer-test';
+  readonly objects = new Map<string, Buffer>();
+  /** Keys in the order their puts started, one entry per call. */
+  readonly putKeys: string[] = [];
+  onPut: PutHook = async (_key, commit) => commit();
+  running = 0;
+  maxRunning = 0;
+
+  async put(key: string, body: Buffer | readonly Buffer[]): Promise<void> {
+    const call = this.putKeys.push(key);
+    this.running++;
+    this.maxRunning = Math.max(this.maxRunning, this.running);
+    try {
+      await this.onPut(
+        key,
+        () => {
+          if (this.objects.has(key)) {
+            throw new ObjectStoreError('WALPROXY_ERR_STORE_ALREADY_EXISTS', `${key} already exists`, { key });
+          }
+          this.objects.set(key, Buffer.isBuffer(body) ? Buffer.from(body) : Buffer.concat(body));
+        },
+        call,
+      );
+    } finally {
+      this.running--;
+    }
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Buffer> {
+    const object = this.objects.get(key);
+    if (object === undefined) throw new ObjectStoreError('WALPROXY_ERR_STORE_NOT_FOUND', key, { key });
+    return range === undefined ? object : object.subarray(range.offset, range.offset + range.length);
+  }
+
+  async head(key: string): Promise<{ size: number } | undefined> {
+    const object = this.objects.get(key);
+    return object === undefined ? undefined : { size: object.length };
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    for (const [key, object] of this.objects) {
+      if (key.startsWith(prefix)) yield { key, size: object.length, lastModified: new Date(0) };
+    }
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    for (const key of keys) this.objects.delete(key);
+  }
+
+  async validate(): Promise<void> {}
+
+  async close(): Promise<void> {}
+}
+
+/** A promise the test settles by hand, to hold a put open. */
+export interface Gate {
+  promise: Promise<void>;
+  open(): void;
+}
+
+export function gate(): Gate {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+export function unreachable(key: string): ObjectStoreError {
+  return new ObjectStoreError('WALPROXY_ERR_STORE_UNREACHABLE', `cannot reach the store for ${key}`, { key });
+}
