@@ -21,6 +21,8 @@ const EXPECTED_VERSIONS = `moto=${MOTO_VERSION} crc32c=2.9.post0`;
 export interface MotoServer {
   /** `http://127.0.0.1:<port>`: an IP, so the SDK addresses directory buckets path-style. */
   readonly endpoint: string;
+  /** The server's process id: tests pause it (SIGSTOP) to simulate an object-store outage. */
+  readonly pid: number;
   /**
    * Creates a bucket with a plain HTTP request, so directory-bucket names (`--x-s3`) need none of
    * the SDK's S3 Express handling.
@@ -122,7 +124,7 @@ export async function startMoto(options: StartMotoOptions = {}): Promise<MotoSer
       const status = await httpStatus(`${endpoint}/${name}`, 'PUT');
       if (status !== 200) throw new Error(`moto: creating bucket ${name} answered HTTP ${status}`);
     };
-    return { endpoint, createBucket, stop };
+    return { endpoint, pid: child.pid!, createBucket, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -1,0 +1,65 @@
+# walproxy — every target installs what it needs, idempotently, on a fresh Debian machine.
+#   make demo    the main job: a 3-broker cluster with sidecars, a workload, what flowed where
+#   make test    every test: unit + e2e on a real cluster
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+KAFKA_VERSION ?= 4.1.2
+export KAFKA_VERSION
+
+STAMP := node_modules/.walproxy-install-stamp
+APT_STAMP := .cache/apt-updated
+
+.PHONY: help deps build kafka system-deps apt-install test test-unit e2e demo bench lint format clean
+
+help:
+	@echo "make demo | test | test-unit | e2e | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
+
+# npm packages, exactly as locked; reinstalled only when the lock file changes.
+$(STAMP): package-lock.json package.json shared/package.json proxy/package.json e2e/package.json
+	npm ci --no-audit --no-fund
+	@touch $(STAMP)
+deps: $(STAMP)
+
+build: deps
+	npx tsc -b shared proxy e2e
+
+# Stock Apache Kafka from Maven Central into .cache/kafka/$(KAFKA_VERSION)/.
+kafka:
+	@command -v java >/dev/null || { echo "make: java (17+) is required" >&2; exit 1; }
+	@command -v mvn >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=maven
+	bash e2e/kafka/fetch-kafka.sh $(KAFKA_VERSION)
+
+# Debian packages the e2e tests use as real clients (kcat = librdkafka).
+system-deps:
+	@command -v kcat >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=kcat
+
+apt-install:
+	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  if [ ! -f $(APT_STAMP) ]; then $$SUDO apt-get update -qq && mkdir -p .cache && touch $(APT_STAMP); fi; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(PKGS) >/dev/null
+
+test: test-unit e2e
+
+test-unit: build
+	npx vitest run --project unit
+
+e2e: build kafka system-deps
+	npx vitest run --project e2e
+
+demo: build kafka
+	npx tsx e2e/src/demo.ts
+
+bench: build kafka system-deps
+	npx tsx shared/bench/crc32c.bench.ts
+	npx tsx shared/bench/fetch-walk.bench.ts
+	npx tsx e2e/bench/proxy-overhead.bench.ts
+
+lint: deps
+	npx biome check .
+	npx tsc -b shared proxy e2e
+
+format: deps
+	npx biome check --write .
+
+clean:
+	rm -rf node_modules */node_modules */dist */*.tsbuildinfo e2e/.runs

@@ -1,0 +1,183 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { kafkaLibDir } from '../cluster/paths.js';
+
+const TOOLS_LOG4J2 = `appender.err.type=Console
+appender.err.name=STDERR
+appender.err.target=SYSTEM_ERR
+appender.err.layout.type=PatternLayout
+appender.err.layout.pattern=[%d] %p %m (%c)%n
+rootLogger.level=WARN
+rootLogger.appenderRef.err.ref=STDERR
+`;
+
+function toolsLogConfig(): string {
+  const file = path.join(os.tmpdir(), 'walproxy-tools-log4j2.properties');
+  writeFileSync(file, TOOLS_LOG4J2);
+  return file;
+}
+
+export interface ToolResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a Java main class from the resolved Kafka jars (the perf tools, kafka-topics, the log
+ * dump tool), bounded by `timeoutMs`.
+ */
+export function runKafkaTool(
+  mainClass: string,
+  args: string[],
+  {
+    timeoutMs = 300_000,
+    heap = '512m',
+    version,
+  }: { timeoutMs?: number; heap?: string; version?: string } = {},
+): Promise<ToolResult> {
+  const javaArgs = [
+    `-Xmx${heap}`,
+    '-XX:+UseSerialGC',
+    `-Dlog4j2.configurationFile=${toolsLogConfig()}`,
+    '-cp',
+    `${kafkaLibDir(version)}/*`,
+    mainClass,
+    ...args,
+  ];
+  return new Promise((resolve, reject) => {
+    const child = spawn('java', javaArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(
+        new Error(
+          `${mainClass} timed out after ${timeoutMs} ms\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`,
+        ),
+      );
+    }, timeoutMs);
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+export interface ProducerPerfResult {
+  records: number;
+  recordsPerSec: number;
+  mbPerSec: number;
+  avgLatencyMs: number;
+  maxLatencyMs: number;
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+}
+
+/** Parses ProducerPerformance's summary line. */
+export function parseProducerPerf(stdout: string): ProducerPerfResult {
+  const summary = stdout
+    .trim()
+    .split('\n')
+    .reverse()
+    .find((line) => line.includes('50th'));
+  const m = summary?.match(
+    /(\d+) records sent, ([\d.]+) records\/sec \(([\d.]+) MB\/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th/,
+  );
+  if (!m) throw new Error(`no ProducerPerformance summary in output:\n${stdout.slice(-2000)}`);
+  return {
+    records: Number(m[1]),
+    recordsPerSec: Number(m[2]),
+    mbPerSec: Number(m[3]),
+    avgLatencyMs: Number(m[4]),
+    maxLatencyMs: Number(m[5]),
+    p50Ms: Number(m[6]),
+    p95Ms: Number(m[7]),
+    p99Ms: Number(m[8]),
+    p999Ms: Number(m[9]),
+  };
+}
+
+export async function producerPerf(opts: {
+  bootstrap: string;
+  topic: string;
+  records: number;
+  recordSize: number;
+  throughput?: number;
+  props?: Record<string, string | number>;
+  timeoutMs?: number;
+}): Promise<ProducerPerfResult> {
+  const props = { 'bootstrap.servers': opts.bootstrap, acks: 'all', ...opts.props };
+  const result = await runKafkaTool(
+    'org.apache.kafka.tools.ProducerPerformance',
+    [
+      '--topic',
+      opts.topic,
+      '--num-records',
+      String(opts.records),
+      '--record-size',
+      String(opts.recordSize),
+      '--throughput',
+      String(opts.throughput ?? -1),
+      '--producer-props',
+      ...Object.entries(props).map(([k, v]) => `${k}=${v}`),
+    ],
+    { timeoutMs: opts.timeoutMs ?? 300_000 },
+  );
+  if (result.code !== 0)
+    throw new Error(`ProducerPerformance exited ${result.code}:\n${result.stderr.slice(-3000)}`);
+  return parseProducerPerf(result.stdout);
+}
+
+/** Runs ConsumerPerformance and returns how many records it consumed. */
+export async function consumerPerf(opts: {
+  bootstrap: string;
+  topic: string;
+  records: number;
+  group?: string;
+  timeoutMs?: number;
+}): Promise<{ records: number; stdout: string }> {
+  const result = await runKafkaTool(
+    'org.apache.kafka.tools.ConsumerPerformance',
+    [
+      '--bootstrap-server',
+      opts.bootstrap,
+      '--topic',
+      opts.topic,
+      '--messages',
+      String(opts.records),
+      '--group',
+      opts.group ?? `perf-${Date.now()}`,
+      '--timeout',
+      '60000',
+    ],
+    { timeoutMs: opts.timeoutMs ?? 300_000 },
+  );
+  if (result.code !== 0)
+    throw new Error(`ConsumerPerformance exited ${result.code}:\n${result.stderr.slice(-3000)}`);
+  return { records: parseConsumedRecords(result.stdout), stdout: result.stdout };
+}
+
+function parseConsumedRecords(stdout: string): number {
+  const lines = stdout.trim().split('\n');
+  const header = lines.findIndex((l) => l.includes('nMsg'));
+  if (header < 0) throw new Error(`no ConsumerPerformance table in output:\n${stdout.slice(-2000)}`);
+  const columns = lines[header]!.split(',').map((c) => c.trim());
+  const column = columns.findIndex((c) => c.includes('nMsg') && !c.includes('sec'));
+  return lines
+    .slice(header + 1)
+    .map((l) => Number(l.split(',')[column]))
+    .filter((n) => Number.isFinite(n))
+    .reduce((max, n) => Math.max(max, n), 0);
+}

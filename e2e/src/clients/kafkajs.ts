@@ -1,0 +1,55 @@
+import { type Admin, type ITopicConfig, Kafka, logLevel } from 'kafkajs';
+
+export function kafkaClient(bootstrap: string, clientId = 'walproxy-e2e'): Kafka {
+  return new Kafka({
+    clientId,
+    brokers: bootstrap.split(','),
+    // Clients here are expected to hit refused connections (a sidecar restarting); the tests
+    // assert outcomes, so kafkajs stays quiet unless asked: KAFKAJS_LOG_LEVEL=ERROR.
+    logLevel: process.env.KAFKAJS_LOG_LEVEL === 'ERROR' ? logLevel.ERROR : logLevel.NOTHING,
+    retry: { retries: 10, initialRetryTime: 200 },
+  });
+}
+
+/** Runs `body` with a connected admin client, disconnecting afterwards. */
+export async function withAdmin<T>(bootstrap: string, body: (admin: Admin) => Promise<T>): Promise<T> {
+  const admin = kafkaClient(bootstrap, 'walproxy-e2e-admin').admin();
+  await admin.connect();
+  try {
+    return await body(admin);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function createTopic(
+  bootstrap: string,
+  topic: string,
+  {
+    partitions = 3,
+    replicationFactor = 3,
+    configs = {},
+  }: { partitions?: number; replicationFactor?: number; configs?: Record<string, string> } = {},
+): Promise<void> {
+  const spec: ITopicConfig = {
+    topic,
+    numPartitions: partitions,
+    replicationFactor,
+    configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })),
+  };
+  await withAdmin(bootstrap, async (admin) => {
+    await admin.createTopics({ topics: [spec], waitForLeaders: true });
+  });
+}
+
+/** Partitions of `topic` whose ISR is smaller than the replica set. */
+export async function underReplicated(bootstrap: string, topics: string[]): Promise<string[]> {
+  return withAdmin(bootstrap, async (admin) => {
+    const metadata = await admin.fetchTopicMetadata({ topics });
+    return metadata.topics.flatMap((t) =>
+      t.partitions
+        .filter((p) => p.isr.length < p.replicas.length)
+        .map((p) => `${t.name}-${p.partitionId} isr=${p.isr.join(',')}`),
+    );
+  });
+}

@@ -1,0 +1,391 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { kafkaLibDir, kafkaVersion, repoRoot, sidecarEntry } from './paths.js';
+import { findFreeBase, type PortPlan, portPlan } from './ports.js';
+import { ManagedProcess } from './process.js';
+
+export const BROKER_IDS = [1, 2, 3] as const;
+export const CONTROLLER_ID = 100;
+export const RACKS: Record<number, string> = { 1: 'zone-a', 2: 'zone-b', 3: 'zone-c' };
+
+export interface ClusterOptions {
+  /**
+   * Put a walproxy sidecar in front of each broker (the design's topology). Default true.
+   * 'external': brokers advertise the sidecar ports but the caller runs the sidecars (e.g.
+   * in-process, to observe frames).
+   */
+  sidecars?: boolean | 'external';
+  kafkaVersion?: string;
+  /** Broker heap, e.g. '512m'. */
+  brokerHeap?: string;
+  /** 'fast-start' uses C1 only (tests); 'throughput' lets C2 compile (benchmarks). */
+  jvmProfile?: 'fast-start' | 'throughput';
+  /** Extra broker properties (also applied to the controller where they are cluster defaults). */
+  brokerProperties?: Record<string, string>;
+  /** Extra sidecar CLI arguments per broker id. */
+  sidecarArgs?: (brokerId: number) => string[];
+  /** Extra environment of the sidecar processes (e.g. AWS credentials for the S3 server). */
+  sidecarEnv?: Record<string, string>;
+  /** Where to keep logs and data; a fresh temp dir by default. */
+  workDir?: string;
+}
+
+const LOG4J2 = `appender.f.type=File
+appender.f.name=FILE
+appender.f.fileName=\${sys:kafka.logs.dir}/server.log
+appender.f.layout.type=PatternLayout
+appender.f.layout.pattern=[%d] %p %m (%c)%n
+appender.out.type=Console
+appender.out.name=STDOUT
+appender.out.layout.type=PatternLayout
+appender.out.layout.pattern=[%d] %p %m (%c)%n
+appender.out.filter.threshold.type=ThresholdFilter
+appender.out.filter.threshold.level=WARN
+rootLogger.level=INFO
+rootLogger.appenderRef.f.ref=FILE
+rootLogger.appenderRef.out.ref=STDOUT
+logger.started.name=kafka.server.BrokerServer
+logger.started.level=INFO
+logger.started.appenderRef.out.ref=STDOUT
+logger.req.name=kafka.request.logger
+logger.req.level=WARN
+`;
+
+function properties(entries: Record<string, string | number>): string {
+  return `${Object.entries(entries)
+    .map(([k, v]) => `${k}=${v}`)
+    .join('\n')}\n`;
+}
+
+/**
+ * A local KRaft cluster of stock Apache Kafka: one controller and brokers 1–3 (racks zone-a..c),
+ * each with its own data and log directory, optionally each behind a walproxy sidecar.
+ *
+ * Listener wiring (ARCHITECTURE.md, topology): CLIENT is bound on loopback and advertised at the
+ * sidecar's client ingress; the inter-broker REPLICATION listener is advertised at
+ * localhost:<egress port of this broker>, so a follower's replica fetcher dials the egress, which
+ * forwards to the leader's replication ingress. In this single-namespace layout one egress
+ * listener per broker id (hosted by that broker's sidecar) is shared by all followers. DIRECT
+ * is an extra listener advertised as itself, the baseline path for benchmarks.
+ */
+export class KafkaCluster {
+  readonly brokers = new Map<number, ManagedProcess>();
+  readonly sidecars = new Map<number, ManagedProcess>();
+  private controller?: ManagedProcess;
+  private readonly libDir: string;
+  private readonly classpath: string;
+  readonly version: string;
+
+  private constructor(
+    readonly ports: PortPlan,
+    readonly workDir: string,
+    readonly options: ClusterOptions,
+  ) {
+    this.version = options.kafkaVersion ?? kafkaVersion();
+    this.libDir = kafkaLibDir(this.version);
+    this.classpath = `${this.libDir}/*`;
+  }
+
+  static async start(options: ClusterOptions = {}): Promise<KafkaCluster> {
+    const ports = portPlan(await findFreeBase());
+    const workDir = options.workDir ?? mkdtempSync(path.join(os.tmpdir(), 'walproxy-cluster-'));
+    const cluster = new KafkaCluster(ports, workDir, { sidecars: true, ...options });
+    try {
+      await cluster.boot();
+    } catch (error) {
+      await cluster.stop({ keepLogs: true });
+      throw error;
+    }
+    return cluster;
+  }
+
+  get withSidecars(): boolean {
+    return this.options.sidecars !== false;
+  }
+
+  /** Bootstrap servers for clients: the sidecars' client ingresses (or the brokers without sidecars). */
+  bootstrap(): string {
+    return BROKER_IDS.map((id) =>
+      this.withSidecars
+        ? `127.0.0.1:${this.ports.sidecarClient(id)}`
+        : `127.0.0.1:${this.ports.brokerClient(id)}`,
+    ).join(',');
+  }
+
+  /** Bootstrap servers of the DIRECT listener: the whole client path bypasses walproxy. */
+  directBootstrap(): string {
+    return BROKER_IDS.map((id) => `127.0.0.1:${this.ports.brokerDirect(id)}`).join(',');
+  }
+
+  /** The directory holding broker `brokerId`'s partition logs (log.dirs). */
+  dataDir(brokerId: number): string {
+    return path.join(this.workDir, `broker-${brokerId}`, 'data');
+  }
+
+  adminUrl(brokerId: number): string {
+    return `http://127.0.0.1:${this.ports.sidecarAdmin(brokerId)}`;
+  }
+
+  /** Runs a Java main class from the resolved Kafka jars (perf tools, topic tool, log dump). */
+  javaArgs(mainClass: string, args: string[], heap = '256m'): string[] {
+    return [
+      `-Xmx${heap}`,
+      '-XX:+UseSerialGC',
+      '-XX:TieredStopAtLevel=1',
+      '-cp',
+      this.classpath,
+      mainClass,
+      ...args,
+    ];
+  }
+
+  private jvmFlags(heap: string, logDir: string): string[] {
+    const profile = this.options.jvmProfile ?? 'fast-start';
+    return [
+      '-Xms64m',
+      `-Xmx${heap}`,
+      '-XX:+UseSerialGC',
+      ...(profile === 'fast-start' ? ['-XX:TieredStopAtLevel=1'] : []),
+      '-Djava.awt.headless=true',
+      `-Dkafka.logs.dir=${logDir}`,
+      `-Dlog4j2.configurationFile=${path.join(this.workDir, 'log4j2.properties')}`,
+      `-Djava.io.tmpdir=${path.join(this.workDir, 'tmp')}`,
+    ];
+  }
+
+  private commonProperties(): Record<string, string | number> {
+    return {
+      'controller.quorum.voters': `${CONTROLLER_ID}@127.0.0.1:${this.ports.controller}`,
+      'controller.listener.names': 'CONTROLLER',
+      'num.network.threads': 2,
+      'num.io.threads': 2,
+      'background.threads': 2,
+      'num.recovery.threads.per.data.dir': 1,
+      'log.cleaner.dedupe.buffer.size': 2097152,
+      'log.cleaner.threads': 1,
+      'group.coordinator.threads': 1,
+      'share.coordinator.threads': 1,
+      'num.partitions': 3,
+      'default.replication.factor': 3,
+      'min.insync.replicas': 2,
+      'offsets.topic.replication.factor': 3,
+      'offsets.topic.num.partitions': 3,
+      'transaction.state.log.replication.factor': 3,
+      'transaction.state.log.min.isr': 2,
+      'transaction.state.log.num.partitions': 3,
+      'share.coordinator.state.topic.replication.factor': 3,
+      'share.coordinator.state.topic.min.isr': 2,
+      'share.coordinator.state.topic.num.partitions': 3,
+      'group.initial.rebalance.delay.ms': 0,
+      'auto.create.topics.enable': 'false',
+      'auto.leader.rebalance.enable': 'false',
+      'broker.heartbeat.interval.ms': 500,
+      'broker.session.timeout.ms': 6000,
+      ...this.options.brokerProperties,
+    };
+  }
+
+  private brokerProperties(id: number): Record<string, string | number> {
+    const p = this.ports;
+    const clientAdvertised = this.withSidecars ? p.sidecarClient(id) : p.brokerClient(id);
+    const replicationAdvertised = this.withSidecars
+      ? `localhost:${p.egress(id)}`
+      : `127.0.0.1:${p.brokerReplication(id)}`;
+    return {
+      'process.roles': 'broker',
+      'node.id': id,
+      listeners: `CLIENT://127.0.0.1:${p.brokerClient(id)},REPLICATION://127.0.0.1:${p.brokerReplication(id)},DIRECT://127.0.0.1:${p.brokerDirect(id)}`,
+      'advertised.listeners': `CLIENT://127.0.0.1:${clientAdvertised},REPLICATION://${replicationAdvertised},DIRECT://127.0.0.1:${p.brokerDirect(id)}`,
+      'listener.security.protocol.map':
+        'CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT,DIRECT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+      'inter.broker.listener.name': 'REPLICATION',
+      'broker.rack': RACKS[id]!,
+      'replica.selector.class': 'org.apache.kafka.common.replica.RackAwareReplicaSelector',
+      'log.dirs': this.dataDir(id),
+      ...this.commonProperties(),
+    };
+  }
+
+  private async boot(): Promise<void> {
+    mkdirSync(path.join(this.workDir, 'tmp'), { recursive: true });
+    writeFileSync(path.join(this.workDir, 'log4j2.properties'), LOG4J2);
+    writeFileSync(
+      path.join(this.workDir, 'controller.properties'),
+      properties({
+        'process.roles': 'controller',
+        'node.id': CONTROLLER_ID,
+        listeners: `CONTROLLER://127.0.0.1:${this.ports.controller}`,
+        'log.dirs': path.join(this.workDir, 'controller', 'data'),
+        ...this.commonProperties(),
+      }),
+    );
+    for (const id of BROKER_IDS) {
+      writeFileSync(
+        path.join(this.workDir, `broker-${id}.properties`),
+        properties(this.brokerProperties(id)),
+      );
+    }
+    this.format();
+    await this.startController();
+    await Promise.all(BROKER_IDS.map((id) => this.startBroker(id)));
+    if (this.options.sidecars === true) await Promise.all(BROKER_IDS.map((id) => this.startSidecar(id)));
+  }
+
+  /** `kafka-storage format` for every node, with one cluster id and a static quorum (kraft.version 0). */
+  private format(): void {
+    const run = (args: string[]) => {
+      const result = spawnSync('java', this.javaArgs('kafka.tools.StorageTool', args), { encoding: 'utf8' });
+      if (result.status !== 0)
+        throw new Error(`StorageTool ${args.join(' ')} failed:\n${result.stderr}${result.stdout}`);
+      return result.stdout.trim();
+    };
+    const clusterId = run(['random-uuid']);
+    const files = ['controller.properties', ...BROKER_IDS.map((id) => `broker-${id}.properties`)];
+    for (const file of files) run(['format', '-t', clusterId, '-c', path.join(this.workDir, file)]);
+  }
+
+  private async startController(): Promise<void> {
+    const logDir = path.join(this.workDir, 'controller', 'logs');
+    mkdirSync(logDir, { recursive: true });
+    this.controller = new ManagedProcess(
+      'controller',
+      'java',
+      [
+        ...this.jvmFlags('256m', logDir),
+        '-cp',
+        this.classpath,
+        'kafka.Kafka',
+        path.join(this.workDir, 'controller.properties'),
+      ],
+      path.join(logDir, 'stdout.log'),
+    );
+    await waitForPort(this.ports.controller, 60_000, this.controller);
+  }
+
+  async startBroker(id: number): Promise<void> {
+    const logDir = path.join(this.workDir, `broker-${id}`, 'logs');
+    mkdirSync(logDir, { recursive: true });
+    const broker = new ManagedProcess(
+      `broker-${id}`,
+      'java',
+      [
+        ...this.jvmFlags(this.options.brokerHeap ?? '512m', logDir),
+        '-cp',
+        this.classpath,
+        'kafka.Kafka',
+        path.join(this.workDir, `broker-${id}.properties`),
+      ],
+      path.join(logDir, 'stdout.log'),
+    );
+    this.brokers.set(id, broker);
+    await waitForPort(this.ports.brokerDirect(id), 90_000, broker);
+  }
+
+  async stopBroker(id: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await this.brokers.get(id)?.stop(signal);
+  }
+
+  sidecarArguments(id: number): string[] {
+    const p = this.ports;
+    return [
+      'sidecar',
+      `--broker-id=${id}`,
+      `--client-listen=127.0.0.1:${p.sidecarClient(id)}`,
+      `--client-upstream=127.0.0.1:${p.brokerClient(id)}`,
+      `--replication-listen=127.0.0.1:${p.sidecarReplication(id)}`,
+      `--replication-upstream=127.0.0.1:${p.brokerReplication(id)}`,
+      `--egress-listen-base=${p.egress(0)}`,
+      `--egress-broker-ids=${id}`,
+      ...BROKER_IDS.map((peer) => `--peer-address=${peer}=127.0.0.1:${p.sidecarReplication(peer)}`),
+      `--admin-listen=127.0.0.1:${p.sidecarAdmin(id)}`,
+      ...(this.options.sidecarArgs?.(id) ?? []),
+    ];
+  }
+
+  async startSidecar(id: number): Promise<void> {
+    const logDir = path.join(this.workDir, `sidecar-${id}`);
+    mkdirSync(logDir, { recursive: true });
+    const sidecar = new ManagedProcess(
+      `sidecar-${id}`,
+      process.execPath,
+      [sidecarEntry(), ...this.sidecarArguments(id)],
+      path.join(logDir, 'sidecar.log'),
+      {
+        ...process.env,
+        WALPROXY_LOG_LEVEL: process.env.WALPROXY_LOG_LEVEL ?? 'info',
+        ...this.options.sidecarEnv,
+      },
+    );
+    this.sidecars.set(id, sidecar);
+    await sidecar.waitForOutput(/"msg":"sidecar ready"/, 30_000);
+  }
+
+  async stopSidecar(id: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await this.sidecars.get(id)?.stop(signal);
+  }
+
+  /** The sidecar's counters, from its admin endpoint. */
+  async sidecarCounters(id: number): Promise<SidecarCounters> {
+    const response = await fetch(`${this.adminUrl(id)}/counters`);
+    if (!response.ok) throw new Error(`sidecar ${id} counters: HTTP ${response.status}`);
+    return (await response.json()) as SidecarCounters;
+  }
+
+  /**
+   * Stops everything: sidecars, then brokers, then the controller (a broker's controlled shutdown
+   * waits for the controller). Logs and data are removed unless `keepLogs`.
+   */
+  async stop({ keepLogs = false }: { keepLogs?: boolean } = {}): Promise<void> {
+    await Promise.all([...this.sidecars.values()].map((s) => s.stop('SIGTERM', 5_000)));
+    await Promise.all([...this.brokers.values()].map((b) => b.stop('SIGTERM', 15_000)));
+    await this.controller?.stop('SIGTERM', 10_000);
+    if (keepLogs) {
+      const kept = path.join(repoRoot(), 'e2e', '.runs', path.basename(this.workDir));
+      mkdirSync(path.dirname(kept), { recursive: true });
+      spawnSync('cp', ['-r', this.workDir, kept]);
+      rmSync(this.workDir, { recursive: true, force: true });
+      console.error(`[harness] cluster logs kept in ${kept}`);
+    } else {
+      rmSync(this.workDir, { recursive: true, force: true });
+    }
+  }
+}
+
+export interface ListenerCounters {
+  connectionsAccepted: number;
+  connectionsActive: number;
+  requests: Record<string, number>;
+  bytesFromDownstream: number;
+  bytesFromUpstream: number;
+  closedForProtocolError: number;
+}
+
+export interface SidecarCounters {
+  brokerId: number;
+  listeners: Record<string, ListenerCounters>;
+}
+
+export async function waitForPort(port: number, timeoutMs: number, owner?: ManagedProcess): Promise<void> {
+  const net = await import('node:net');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = net.connect({ host: '127.0.0.1', port });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (owner && !owner.running) {
+      throw new Error(
+        `${owner.name} exited before listening on ${port}; log ${owner.logFile}:\n${owner.output().slice(-3000)}`,
+      );
+    }
+    if (Date.now() > deadline) throw new Error(`port ${port} not listening after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

@@ -1,0 +1,59 @@
+import net from 'node:net';
+
+/**
+ * The port plan of one local cluster. Every port is basePort + a fixed offset, so a run's
+ * layout can be read from its logs, and two runs with different bases never collide.
+ *
+ *   controller                      base + 0
+ *   broker N CLIENT (upstream)      base + 10 + N   bound on loopback, advertised at the sidecar
+ *   broker N REPLICATION (upstream) base + 20 + N   inter-broker listener, advertised at egress
+ *   broker N DIRECT                 base + 60 + N   baseline path that bypasses the sidecars
+ *   sidecar N client ingress        base + 30 + N
+ *   sidecar N replication ingress   base + 40 + N
+ *   egress for broker N             base + 50 + N   (what broker N advertises for REPLICATION)
+ *   sidecar N admin HTTP            base + 70 + N
+ */
+export interface PortPlan {
+  base: number;
+  controller: number;
+  brokerClient(id: number): number;
+  brokerReplication(id: number): number;
+  brokerDirect(id: number): number;
+  sidecarClient(id: number): number;
+  sidecarReplication(id: number): number;
+  egress(id: number): number;
+  sidecarAdmin(id: number): number;
+}
+
+export function portPlan(base: number): PortPlan {
+  return {
+    base,
+    controller: base,
+    brokerClient: (id) => base + 10 + id,
+    brokerReplication: (id) => base + 20 + id,
+    brokerDirect: (id) => base + 60 + id,
+    sidecarClient: (id) => base + 30 + id,
+    sidecarReplication: (id) => base + 40 + id,
+    egress: (id) => base + 50 + id,
+    sidecarAdmin: (id) => base + 70 + id,
+  };
+}
+
+async function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** Finds a base port whose whole block of 100 ports is free on loopback. */
+export async function findFreeBase(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + 100 * Math.floor(Math.random() * 300);
+    let allFree = true;
+    for (let offset = 0; offset < 80 && allFree; offset++) allFree = await isFree(base + offset);
+    if (allFree) return base;
+  }
+  throw new Error('no free block of 100 loopback ports found between 20000 and 50000');
+}

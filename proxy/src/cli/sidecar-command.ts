@@ -1,0 +1,219 @@
+import type { Argv } from 'yargs';
+import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
+import { createLogger } from '../log.js';
+import { Sidecar, SidecarConfigError } from '../sidecar.js';
+
+export const EXIT_CONFIG_ERROR = 2;
+
+/** The flags of `walproxy sidecar`; each is also read from WALPROXY_<FLAG_IN_UPPER_SNAKE>. */
+export function sidecarOptions(yargs: Argv): Argv {
+  return yargs
+    .option('broker-id', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'node.id of the Kafka broker in this pod',
+    })
+    .option('client-listen', {
+      type: 'string',
+      describe: 'client ingress host:port; the broker advertises its CLIENT listener here',
+    })
+    .option('client-upstream', {
+      type: 'string',
+      describe: "the broker's CLIENT listener (host:port, usually on loopback)",
+    })
+    .option('replication-listen', {
+      type: 'string',
+      describe: 'replication ingress host:port; followers reach this broker here through their egress',
+    })
+    .option('replication-upstream', {
+      type: 'string',
+      describe: "the broker's REPLICATION (inter-broker) listener host:port",
+    })
+    .option('egress-listen-base', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'egress for broker id N listens on base+N; brokers advertise REPLICATION at localhost:base+<their id>',
+    })
+    .option('egress-listen-host', {
+      type: 'string',
+      describe: 'address the egress listeners bind',
+      default: SIDECAR_DEFAULTS['egress-listen-host'],
+    })
+    .option('egress-broker-ids', {
+      type: 'string',
+      array: true,
+      describe:
+        'broker ids to open an egress for (comma-separated or repeated); default: ids named in --peer-address except our own',
+    })
+    .option('peer-address-template', {
+      type: 'string',
+      describe: "replication ingress of broker {id}, e.g. 'kafka-{id}.kafka-headless:9193'",
+    })
+    .option('peer-address', {
+      type: 'string',
+      array: true,
+      describe: 'replication ingress of one broker as <id>=<host:port> (repeatable); wins over the template',
+    })
+    .option('admin-listen', {
+      type: 'string',
+      describe: "host:port of /healthz and /counters, or 'off'",
+      default: SIDECAR_DEFAULTS['admin-listen'],
+    })
+    .option('max-frame-bytes', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'largest Kafka frame accepted; a larger one closes that connection',
+      default: SIDECAR_DEFAULTS['max-frame-bytes'],
+    })
+    .option('max-buffered-bytes', {
+      type: 'string',
+      requiresArg: true,
+      describe: "pause reading a side while the other side's send queue exceeds this",
+      default: SIDECAR_DEFAULTS['max-buffered-bytes'],
+    })
+    .option('drain-timeout-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'on SIGTERM, how long in-flight requests may take before connections are closed',
+      default: SIDECAR_DEFAULTS['drain-timeout-ms'],
+    })
+    .option('wal-store-url', {
+      type: 'string',
+      describe:
+        'where WAL objects go: s3://bucket/prefix (S3 Express One Zone directory buckets included) or file:///dir; unset = no WAL',
+    })
+    .option('wal-topic', {
+      type: 'string',
+      array: true,
+      describe:
+        'topic name or glob (* and ?) whose produced batches go to the WAL (repeatable); __* topics never do',
+    })
+    .option('topic-config', {
+      type: 'string',
+      array: true,
+      describe:
+        'per-topic setting <topic-or-glob>:<key>=<value>, key one of wal, linger.ms, target.bytes, durable.ack (repeatable, later wins)',
+    })
+    .option('wal-target-bytes', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'seal a WAL object when it reaches this size',
+      default: SIDECAR_DEFAULTS['wal-target-bytes'],
+    })
+    .option('wal-linger-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'seal a WAL object at most this long after its first batch',
+      default: SIDECAR_DEFAULTS['wal-linger-ms'],
+    })
+    .option('wal-durable-ack', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'hold Produce responses until their batches are stored (true/false)',
+      default: SIDECAR_DEFAULTS['wal-durable-ack'],
+    })
+    .option('wal-max-uploads-in-flight', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'concurrent object uploads',
+      default: SIDECAR_DEFAULTS['wal-max-uploads-in-flight'],
+    })
+    .option('wal-upload-deadline-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'time from seal to stored object, retries included; past it the batches count as not stored',
+      default: SIDECAR_DEFAULTS['wal-upload-deadline-ms'],
+    })
+    .option('wal-max-pending-bytes', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'bytes copied but not yet stored; past it new batches are not copied (memory bound)',
+      default: SIDECAR_DEFAULTS['wal-max-pending-bytes'],
+    })
+    .option('s3-region', {
+      type: 'string',
+      describe: 'AWS region of the bucket (default: the SDK chain, AWS_REGION)',
+    })
+    .option('s3-endpoint', {
+      type: 'string',
+      describe: 'custom endpoint for S3-compatible servers, e.g. http://127.0.0.1:9000',
+    })
+    .option('s3-force-path-style', {
+      type: 'string',
+      describe: 'path-style addressing for standard buckets (true/false)',
+    })
+    .option('s3-disable-express-session-auth', {
+      type: 'string',
+      describe:
+        'sign directory-bucket requests with plain SigV4 instead of CreateSession (emulators only; true/false)',
+    })
+    .option('metadata-bootstrap', {
+      type: 'string',
+      array: true,
+      describe: "bootstrap servers for the sidecar's own Kafka clients (default: --client-upstream)",
+    })
+    .option('metadata-topic', {
+      type: 'string',
+      describe: 'the WAL index topic',
+      default: SIDECAR_DEFAULTS['metadata-topic'],
+    })
+    .option('metadata-topic-partitions', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'partitions of the metadata topic when walproxy creates it',
+      default: SIDECAR_DEFAULTS['metadata-topic-partitions'],
+    })
+    .option('metadata-topic-replication-factor', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'replication factor of the metadata topic when walproxy creates it',
+      default: SIDECAR_DEFAULTS['metadata-topic-replication-factor'],
+    })
+    .option('metadata-topic-retention-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'retention.ms of the metadata topic when walproxy creates it',
+      default: SIDECAR_DEFAULTS['metadata-topic-retention-ms'],
+    })
+    .option('log-level', {
+      type: 'string',
+      describe: 'fatal, error, warn, info, debug, trace or silent',
+      default: SIDECAR_DEFAULTS['log-level'],
+    });
+}
+
+export async function runSidecar(argv: Record<string, unknown>): Promise<void> {
+  const parsed = parseSidecarConfig(argv);
+  if ('errors' in parsed) {
+    for (const error of parsed.errors) process.stderr.write(`walproxy sidecar: ${error}\n`);
+    process.exit(EXIT_CONFIG_ERROR);
+  }
+  const { config } = parsed;
+  const log = createLogger(config.logLevel);
+  let sidecar: Sidecar;
+  try {
+    sidecar = new Sidecar(config, log);
+    await sidecar.start();
+  } catch (error) {
+    if (error instanceof SidecarConfigError) {
+      process.stderr.write(`walproxy sidecar: ${error.message}\n`);
+      process.exit(EXIT_CONFIG_ERROR);
+    }
+    log.fatal({ error: (error as Error).message }, 'sidecar failed to start');
+    process.exitCode = 1;
+    return;
+  }
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(
+      { signal, drainTimeoutMs: config.drainTimeoutMs },
+      'stopping: no new connections, draining in-flight requests',
+    );
+    void sidecar.stop().then(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}

@@ -1,0 +1,333 @@
+import type { HostPort } from './net/proxy-listener.js';
+import type { ObjectStoreOptions } from './store/index.js';
+import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
+import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
+
+/** The WAL (leader side): where objects go, which topics, how they are packed. */
+export interface WalConfig {
+  storeUrl: string;
+  storeOptions: ObjectStoreOptions;
+  /** Settings every topic starts from (wal: false), then `rules` in order. */
+  defaults: TopicSettings;
+  rules: TopicRule[];
+  maxUploadsInFlight: number;
+  uploadDeadlineMs: number;
+  maxPendingBytes: number;
+  metadata: {
+    /** Bootstrap servers for the sidecar's own Kafka clients; default: the local broker. */
+    bootstrap: string[];
+    topic: string;
+    partitions: number;
+    replicationFactor: number;
+    retentionMs: number;
+  };
+}
+
+/** The validated configuration of `walproxy sidecar`. */
+export interface SidecarConfig {
+  brokerId: number;
+  clientListen: HostPort;
+  clientUpstream: HostPort;
+  replicationListen?: HostPort;
+  replicationUpstream?: HostPort;
+  /** Egress for broker id N listens on egressListenHost:egressListenBase+N. */
+  egressListenBase?: number;
+  egressListenHost: string;
+  egressBrokerIds: number[];
+  /** Where broker id N's replication ingress is: explicit entries win over the template. */
+  peerAddresses: Map<number, HostPort>;
+  peerAddressTemplate?: string;
+  adminListen?: HostPort;
+  maxFrameBytes: number;
+  maxBufferedBytes: number;
+  drainTimeoutMs: number;
+  logLevel: string;
+  /** Absent: no WAL, the sidecar forwards transparently. */
+  wal?: WalConfig;
+}
+
+/** Raw values as yargs collects them from flags and WALPROXY_* env vars. */
+export type RawSidecarOptions = Record<string, unknown>;
+
+export const SIDECAR_DEFAULTS = {
+  'egress-listen-host': '127.0.0.1',
+  'admin-listen': '0.0.0.0:9180',
+  // Kafka's socket.request.max.bytes default: no legitimate request is larger.
+  'max-frame-bytes': 104_857_600,
+  'max-buffered-bytes': 1_048_576,
+  'drain-timeout-ms': 10_000,
+  'log-level': 'info',
+  'wal-target-bytes': WAL_WRITER_DEFAULTS.targetBytes,
+  'wal-linger-ms': WAL_WRITER_DEFAULTS.lingerMs,
+  'wal-durable-ack': 'true',
+  'wal-max-uploads-in-flight': WAL_WRITER_DEFAULTS.maxUploadsInFlight,
+  'wal-upload-deadline-ms': WAL_WRITER_DEFAULTS.uploadDeadlineMs,
+  'wal-max-pending-bytes': WAL_WRITER_DEFAULTS.maxPendingBytes,
+  'metadata-topic': '__remote_wal_log_metadata',
+  'metadata-topic-partitions': 3,
+  'metadata-topic-replication-factor': 3,
+  // Longer than the WAL topics' local retention is the design's rule; an hour suits 10-20 ms objects.
+  'metadata-topic-retention-ms': 3_600_000,
+} as const;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+class Errors {
+  readonly list: string[] = [];
+  add(flag: string, message: string): void {
+    this.list.push(`--${flag}: ${message}`);
+  }
+}
+
+function present(value: unknown): boolean {
+  return value !== undefined && value !== null && value !== '';
+}
+
+function hostPort(
+  raw: RawSidecarOptions,
+  flag: string,
+  errors: Errors,
+  required: boolean,
+): HostPort | undefined {
+  const value = raw[flag];
+  if (!present(value)) {
+    if (required) errors.add(flag, 'is required (host:port)');
+    return undefined;
+  }
+  const parsed = parseHostPort(String(value));
+  if (typeof parsed === 'string') errors.add(flag, parsed);
+  else return parsed;
+  return undefined;
+}
+
+export function parseHostPort(text: string): HostPort | string {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d+)$/.exec(text.trim());
+  if (!match) return `'${text}' is not host:port`;
+  const port = Number(match[2]);
+  if (port < 1 || port > 65_535) return `port ${port} in '${text}' is outside 1-65535`;
+  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+function integer(
+  raw: RawSidecarOptions,
+  flag: string,
+  errors: Errors,
+  min: number,
+  max: number,
+): number | undefined {
+  const value = raw[flag];
+  if (!present(value)) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    errors.add(flag, `'${value}' is not a whole number from ${min} to ${max}`);
+    return undefined;
+  }
+  return n;
+}
+
+function list(value: unknown): string[] {
+  if (!present(value)) return [];
+  const items = Array.isArray(value) ? value : [value];
+  return items
+    .flatMap((item) => String(item).split(','))
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+/**
+ * Validates everything at once, so an operator sees every bad setting in one run, each on one
+ * line naming the flag and the reason.
+ */
+export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarConfig } | { errors: string[] } {
+  const errors = new Errors();
+  const withDefaults: RawSidecarOptions = {
+    ...SIDECAR_DEFAULTS,
+    ...Object.fromEntries(Object.entries(raw).filter(([, v]) => present(v))),
+  };
+
+  const brokerId = integer(withDefaults, 'broker-id', errors, 0, 2_147_483_647);
+  if (!present(withDefaults['broker-id']))
+    errors.add('broker-id', 'is required (the node.id of the broker in this pod)');
+  const clientListen = hostPort(withDefaults, 'client-listen', errors, true);
+  const clientUpstream = hostPort(withDefaults, 'client-upstream', errors, true);
+  const replicationListen = hostPort(withDefaults, 'replication-listen', errors, false);
+  const replicationUpstream = hostPort(withDefaults, 'replication-upstream', errors, false);
+  if ((replicationListen === undefined) !== (replicationUpstream === undefined) && errors.list.length === 0) {
+    errors.add(
+      replicationListen ? 'replication-upstream' : 'replication-listen',
+      'is required when the other replication flag is set',
+    );
+  }
+  const egressListenBase = integer(withDefaults, 'egress-listen-base', errors, 1, 65_535);
+  const egressListenHost = String(withDefaults['egress-listen-host']);
+
+  const peerAddresses = new Map<number, HostPort>();
+  for (const entry of list(withDefaults['peer-address'])) {
+    const match = /^(\d+)=(.+)$/.exec(entry);
+    const address = match ? parseHostPort(match[2]!) : undefined;
+    if (!match || typeof address !== 'object') {
+      errors.add('peer-address', `'${entry}' is not <broker-id>=<host:port>`);
+      continue;
+    }
+    peerAddresses.set(Number(match[1]), address);
+  }
+  const template = present(withDefaults['peer-address-template'])
+    ? String(withDefaults['peer-address-template'])
+    : undefined;
+  if (
+    template !== undefined &&
+    (!template.includes('{id}') || typeof parseHostPort(template.replaceAll('{id}', '0')) === 'string')
+  ) {
+    errors.add(
+      'peer-address-template',
+      `'${template}' must be host:port containing {id}, e.g. kafka-{id}.kafka-headless:9193`,
+    );
+  }
+
+  const egressBrokerIds: number[] = [];
+  const rawIds = list(withDefaults['egress-broker-ids']);
+  for (const id of rawIds) {
+    if (!/^\d+$/.test(id)) errors.add('egress-broker-ids', `'${id}' is not a broker id`);
+    else egressBrokerIds.push(Number(id));
+  }
+  if (rawIds.length === 0) egressBrokerIds.push(...[...peerAddresses.keys()].filter((id) => id !== brokerId));
+  if (egressBrokerIds.length > 0 && egressListenBase === undefined) {
+    errors.add(
+      'egress-listen-base',
+      'is required when egress broker ids are given (egress for broker N listens on base+N)',
+    );
+  }
+  if (egressListenBase !== undefined) {
+    for (const id of egressBrokerIds) {
+      if (egressListenBase + id > 65_535)
+        errors.add('egress-listen-base', `base ${egressListenBase} + broker id ${id} is past port 65535`);
+      if (!peerAddresses.has(id) && template === undefined) {
+        errors.add(
+          'peer-address',
+          `no address for broker ${id}: give --peer-address=${id}=host:port or --peer-address-template`,
+        );
+      }
+    }
+  }
+
+  const adminRaw = String(withDefaults['admin-listen']);
+  const adminListen = adminRaw === 'off' ? undefined : hostPort(withDefaults, 'admin-listen', errors, false);
+  const maxFrameBytes = integer(withDefaults, 'max-frame-bytes', errors, 1024, 2_147_483_647);
+  const maxBufferedBytes = integer(withDefaults, 'max-buffered-bytes', errors, 16_384, 1_073_741_824);
+  const drainTimeoutMs = integer(withDefaults, 'drain-timeout-ms', errors, 0, 600_000);
+  const logLevel = String(withDefaults['log-level']);
+  if (!LOG_LEVELS.includes(logLevel))
+    errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
+
+  const wal = parseWalConfig(withDefaults, errors, clientUpstream);
+
+  if (errors.list.length > 0) return { errors: errors.list };
+  const config: SidecarConfig = {
+    brokerId: brokerId!,
+    clientListen: clientListen!,
+    clientUpstream: clientUpstream!,
+    egressListenHost,
+    egressBrokerIds,
+    peerAddresses,
+    maxFrameBytes: maxFrameBytes!,
+    maxBufferedBytes: maxBufferedBytes!,
+    drainTimeoutMs: drainTimeoutMs!,
+    logLevel,
+  };
+  if (replicationListen) config.replicationListen = replicationListen;
+  if (replicationUpstream) config.replicationUpstream = replicationUpstream;
+  if (egressListenBase !== undefined) config.egressListenBase = egressListenBase;
+  if (template !== undefined) config.peerAddressTemplate = template;
+  if (adminListen) config.adminListen = adminListen;
+  if (wal) config.wal = wal;
+  return { config };
+}
+
+function bool(raw: RawSidecarOptions, flag: string, errors: Errors): boolean | undefined {
+  const value = raw[flag];
+  if (value === true || value === 'true') return true;
+  if (value === false || value === 'false') return false;
+  errors.add(flag, `'${value}' is not true or false`);
+  return undefined;
+}
+
+function parseWalConfig(
+  raw: RawSidecarOptions,
+  errors: Errors,
+  clientUpstream: HostPort | undefined,
+): WalConfig | undefined {
+  const walTopics = list(raw['wal-topic']);
+  const topicConfigs = list(raw['topic-config']);
+  const storeUrl = present(raw['wal-store-url']) ? String(raw['wal-store-url']) : undefined;
+  if (storeUrl === undefined) {
+    if (walTopics.length > 0 || topicConfigs.length > 0) {
+      errors.add(
+        'wal-store-url',
+        'is required when --wal-topic or --topic-config is given (s3://bucket/prefix or file:///dir)',
+      );
+    }
+    return undefined;
+  }
+  if (!/^(s3|file):\/\//.test(storeUrl))
+    errors.add('wal-store-url', `'${storeUrl}' is not s3://bucket/prefix or file:///dir`);
+  const rules: TopicRule[] = walTopics.map((pattern) => ({ pattern, settings: { wal: true } }));
+  for (const text of topicConfigs) {
+    const rule = parseTopicConfig(text);
+    if (typeof rule === 'string') errors.add('topic-config', rule);
+    else rules.push(rule);
+  }
+  const { targetBytes, lingerMs } = WAL_WRITER_LIMITS;
+  const defaults = {
+    wal: false,
+    targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
+    lingerMs: integer(raw, 'wal-linger-ms', errors, lingerMs.min, lingerMs.max),
+    durableAck: bool(raw, 'wal-durable-ack', errors),
+  };
+  const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
+  const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
+  const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
+  const storeOptions: ObjectStoreOptions = {};
+  if (present(raw['s3-region'])) storeOptions.region = String(raw['s3-region']);
+  if (present(raw['s3-endpoint'])) storeOptions.endpoint = String(raw['s3-endpoint']);
+  if (present(raw['s3-force-path-style']))
+    storeOptions.forcePathStyle = bool(raw, 's3-force-path-style', errors) ?? false;
+  if (present(raw['s3-disable-express-session-auth'])) {
+    storeOptions.disableS3ExpressSessionAuth = bool(raw, 's3-disable-express-session-auth', errors) ?? false;
+  }
+  const metadataBootstrap = list(raw['metadata-bootstrap']);
+  if (metadataBootstrap.length === 0 && clientUpstream)
+    metadataBootstrap.push(`${clientUpstream.host}:${clientUpstream.port}`);
+  for (const address of metadataBootstrap) {
+    if (typeof parseHostPort(address) === 'string')
+      errors.add('metadata-bootstrap', `'${address}' is not host:port`);
+  }
+  const partitions = integer(raw, 'metadata-topic-partitions', errors, 1, 10_000);
+  const replicationFactor = integer(raw, 'metadata-topic-replication-factor', errors, 1, 32);
+  const retentionMs = integer(raw, 'metadata-topic-retention-ms', errors, 60_000, 2_147_483_647);
+  if (errors.list.length > 0) return undefined;
+  return {
+    storeUrl,
+    storeOptions,
+    defaults: defaults as TopicSettings,
+    rules,
+    maxUploadsInFlight: maxUploadsInFlight!,
+    uploadDeadlineMs: uploadDeadlineMs!,
+    maxPendingBytes: maxPendingBytes!,
+    metadata: {
+      bootstrap: metadataBootstrap,
+      topic: String(raw['metadata-topic']),
+      partitions: partitions!,
+      replicationFactor: replicationFactor!,
+      retentionMs: retentionMs!,
+    },
+  };
+}
+
+/** The replication ingress of broker `id`: an explicit --peer-address, else the template. */
+export function peerAddress(config: SidecarConfig, id: number): HostPort {
+  const explicit = config.peerAddresses.get(id);
+  if (explicit) return explicit;
+  const resolved = parseHostPort(config.peerAddressTemplate!.replaceAll('{id}', String(id)));
+  if (typeof resolved === 'string') throw new Error(resolved);
+  return resolved;
+}

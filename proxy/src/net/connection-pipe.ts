@@ -1,0 +1,259 @@
+import type net from 'node:net';
+import { apiKeyInfo, ProtocolError, peekProduceAcks, peekRequestKey } from '@walproxy/shared';
+import type { Logger } from '../log.js';
+import type { ListenerCounters } from './counters.js';
+import {
+  FRAME_SIZE_PREFIX_BYTES,
+  FrameDecoder,
+  FrameTooLargeError,
+  InvalidFrameSizeError,
+} from './frame-decoder.js';
+import type { FrameFilter, FrameObserver, RequestInfo } from './frame-filter.js';
+
+const PRODUCE = 0;
+/** Request header v1 at least: api key, version, correlation id, client id length. */
+const MIN_REQUEST_FRAME = 10;
+/** Response header v0: the correlation id. */
+const MIN_RESPONSE_FRAME = 4;
+
+export interface PipeOptions {
+  maxFrameBytes: number;
+  /** Pause reading one side while the other side has more than this many bytes queued. */
+  maxBufferedBytes: number;
+  filters: readonly FrameFilter[];
+  observer?: FrameObserver;
+  counters: ListenerCounters;
+  log: Logger;
+}
+
+/** A response slot, in request order. `output` is set when the response is known. */
+interface Slot {
+  readonly info: RequestInfo;
+  readonly filter: FrameFilter | undefined;
+  output?: Buffer;
+  pending?: Promise<Buffer>;
+}
+
+/**
+ * One downstream connection (client or follower broker) and its upstream connection.
+ *
+ * Requests are forwarded as their original bytes the moment they are complete; the pipe keeps
+ * the (api key, version, correlation id) of each request that has a response, in order, to pair
+ * it with the response (Kafka answers in request order on a connection) and to let filters read
+ * it. Responses leave in request order even when a filter answers locally or holds one.
+ * Backpressure both ways: a side is paused while the other side's write queue is over the bound,
+ * so memory per connection stays within about maxBufferedBytes plus one frame per direction.
+ */
+export class ConnectionPipe {
+  private readonly requestDecoder: FrameDecoder;
+  private readonly responseDecoder: FrameDecoder;
+  /** Every request that has a response, in order: what goes downstream next is slots[0]. */
+  private readonly slots: Slot[] = [];
+  /** The subset still waiting for the upstream's response, in order. */
+  private readonly awaitingUpstream: Slot[] = [];
+  private readonly filterByKey = new Map<number, FrameFilter>();
+  private closed = false;
+  private draining = false;
+  private readonly onClosed: Array<() => void> = [];
+
+  constructor(
+    private readonly downstream: net.Socket,
+    private readonly upstream: net.Socket,
+    private readonly options: PipeOptions,
+  ) {
+    this.requestDecoder = new FrameDecoder(
+      options.maxFrameBytes,
+      MIN_REQUEST_FRAME - FRAME_SIZE_PREFIX_BYTES,
+    );
+    this.responseDecoder = new FrameDecoder(
+      options.maxFrameBytes,
+      MIN_RESPONSE_FRAME - FRAME_SIZE_PREFIX_BYTES,
+    );
+    for (const filter of options.filters) for (const key of filter.apiKeys) this.filterByKey.set(key, filter);
+
+    downstream.on('data', (chunk: Buffer) => this.onDownstreamData(chunk));
+    upstream.on('data', (chunk: Buffer) => this.onUpstreamData(chunk));
+    downstream.on('drain', () => this.upstream.resume());
+    upstream.on('drain', () => {
+      if (!this.draining) this.downstream.resume();
+    });
+    // Closing either side closes the other.
+    downstream.on('close', () => this.close('downstream closed'));
+    upstream.on('close', () => this.close('upstream closed'));
+    downstream.on('error', (error) => this.close(`downstream error: ${error.message}`));
+    upstream.on('error', (error) => this.close(`upstream error: ${error.message}`));
+  }
+
+  /** Requests forwarded whose responses have not yet been written downstream. */
+  get inFlight(): number {
+    return this.slots.length;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  whenClosed(callback: () => void): void {
+    if (this.closed) callback();
+    else this.onClosed.push(callback);
+  }
+
+  /** Stops reading new requests; responses still due are delivered. */
+  stopReading(): void {
+    this.draining = true;
+    this.downstream.pause();
+    if (this.slots.length === 0) this.close('drained', 'debug', true);
+  }
+
+  /**
+   * Closes both sides. `graceful` lets the responses already written reach the downstream first
+   * (end, not destroy): used when a drained connection closes.
+   */
+  close(reason: string, level: 'debug' | 'warn' = 'debug', graceful = false): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.options.log[level]({ reason, inFlight: this.slots.length }, 'connection closed');
+    if (graceful) {
+      this.downstream.end();
+      // A peer that never answers our FIN must not keep the socket forever.
+      setTimeout(() => this.downstream.destroy(), 5_000).unref();
+    } else {
+      this.downstream.destroy();
+    }
+    this.upstream.destroy();
+    for (const callback of this.onClosed.splice(0)) callback();
+  }
+
+  private protocolError(direction: 'request' | 'response', error: unknown, frameSize?: number): void {
+    this.options.counters.closedForProtocolError++;
+    const detail = error instanceof Error ? error.message : String(error);
+    const code = error instanceof ProtocolError ? error.code : undefined;
+    this.options.log.warn(
+      { direction, frameSize, code, error: detail },
+      `closing connection: malformed ${direction} (${detail})`,
+    );
+    this.close(`malformed ${direction}`, 'debug');
+  }
+
+  private onDownstreamData(chunk: Buffer): void {
+    if (this.closed) return;
+    this.options.counters.bytesFromDownstream += chunk.length;
+    let frames: Buffer[];
+    try {
+      frames = this.requestDecoder.push(chunk);
+    } catch (error) {
+      this.protocolError('request', error, sizeOf(error));
+      return;
+    }
+    if (frames.length === 0) return;
+    this.upstream.cork();
+    try {
+      for (const frame of frames) {
+        if (!this.onRequestFrame(frame)) return;
+      }
+    } finally {
+      if (!this.closed) this.upstream.uncork();
+    }
+    if (this.upstream.writableLength > this.options.maxBufferedBytes) this.downstream.pause();
+    this.flush();
+  }
+
+  /** Returns false when the connection was closed. */
+  private onRequestFrame(frame: Buffer): boolean {
+    const requests = this.options.counters.requests;
+    try {
+      const key = peekRequestKey(frame.subarray(FRAME_SIZE_PREFIX_BYTES));
+      if (key.apiKey < 0 || key.apiVersion < 0) {
+        throw new Error(`request header has api key ${key.apiKey} version ${key.apiVersion}`);
+      }
+      const info: RequestInfo = key;
+      this.options.observer?.request?.(info, frame);
+      const name = `${apiKeyInfo(key.apiKey)?.name ?? `key-${key.apiKey}`} v${key.apiVersion}`;
+      requests[name] = (requests[name] ?? 0) + 1;
+      const filter = this.filterByKey.get(key.apiKey);
+      const decision = filter?.onRequest?.(info, frame) ?? {
+        action: 'forward' as const,
+        frame,
+        // KIP-98/Kroxylicious: acks=0 Produce has no response; waiting for one would stall the connection.
+        expectResponse:
+          key.apiKey !== PRODUCE || peekProduceAcks(frame.subarray(FRAME_SIZE_PREFIX_BYTES)) !== 0,
+      };
+      if (decision.action === 'respond') {
+        this.slots.push({ info, filter, output: decision.response });
+        return true;
+      }
+      if (decision.expectResponse) {
+        const slot: Slot = { info, filter };
+        this.slots.push(slot);
+        this.awaitingUpstream.push(slot);
+      }
+      this.upstream.write(decision.frame);
+      return true;
+    } catch (error) {
+      this.protocolError('request', error, frame.length - FRAME_SIZE_PREFIX_BYTES);
+      return false;
+    }
+  }
+
+  private onUpstreamData(chunk: Buffer): void {
+    if (this.closed) return;
+    this.options.counters.bytesFromUpstream += chunk.length;
+    let frames: Buffer[];
+    try {
+      frames = this.responseDecoder.push(chunk);
+    } catch (error) {
+      this.protocolError('response', error, sizeOf(error));
+      return;
+    }
+    for (const frame of frames) {
+      const slot = this.awaitingUpstream.shift();
+      const correlationId = frame.readInt32BE(FRAME_SIZE_PREFIX_BYTES);
+      if (!slot || slot.info.correlationId !== correlationId) {
+        this.protocolError(
+          'response',
+          new Error(
+            `response correlation id ${correlationId} does not match the oldest request (${slot?.info.correlationId ?? 'none'})`,
+          ),
+        );
+        return;
+      }
+      try {
+        this.options.observer?.response?.(slot.info, frame);
+        const out = slot.filter?.onResponse ? slot.filter.onResponse(slot.info, frame) : frame;
+        if (out instanceof Promise) {
+          slot.pending = out;
+          out.then(
+            (buffer) => {
+              slot.output = buffer;
+              this.flush();
+            },
+            (error) => this.protocolError('response', error),
+          );
+        } else {
+          slot.output = out;
+        }
+      } catch (error) {
+        this.protocolError('response', error, frame.length - FRAME_SIZE_PREFIX_BYTES);
+        return;
+      }
+    }
+    this.flush();
+  }
+
+  /** Writes every response that is next in order and known. */
+  private flush(): void {
+    if (this.closed || this.slots[0]?.output === undefined) return;
+    this.downstream.cork();
+    while (this.slots[0]?.output !== undefined) {
+      this.downstream.write(this.slots.shift()!.output!);
+    }
+    this.downstream.uncork();
+    if (this.downstream.writableLength > this.options.maxBufferedBytes) this.upstream.pause();
+    if (this.draining && this.slots.length === 0) this.close('drained', 'debug', true);
+  }
+}
+
+function sizeOf(error: unknown): number | undefined {
+  if (error instanceof FrameTooLargeError || error instanceof InvalidFrameSizeError) return error.size;
+  return undefined;
+}

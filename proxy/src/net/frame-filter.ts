@@ -1,0 +1,38 @@
+/** What the pipe knows of every request: enough to pair it with its response. */
+export interface RequestInfo {
+  readonly apiKey: number;
+  readonly apiVersion: number;
+  readonly correlationId: number;
+}
+
+/**
+ * What to do with one request frame:
+ * - `forward`: send `frame` (the original bytes unless the filter rewrote them) upstream;
+ *   `expectResponse` is false only for Produce with acks=0, which the broker never answers.
+ * - `respond`: answer locally with `response` (a whole frame, size prefix included), in order
+ *   with the responses still due on this connection; nothing goes upstream.
+ */
+export type RequestDecision =
+  | { readonly action: 'forward'; readonly frame: Buffer; readonly expectResponse: boolean }
+  | { readonly action: 'respond'; readonly response: Buffer };
+
+/**
+ * A filter claims some API keys; frames of every other key pass through opaque (never decoded,
+ * never re-encoded). Frames are whole, size prefix included.
+ */
+export interface FrameFilter {
+  readonly apiKeys: ReadonlySet<number>;
+  onRequest?(info: RequestInfo, frame: Buffer): RequestDecision;
+  /** May return a promise (a response held until something is durable); order is kept anyway. */
+  onResponse?(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer>;
+}
+
+/**
+ * Sees every frame as it arrives, before any filter: requests as the downstream sent them,
+ * responses as the upstream sent them. For diagnostics and fixture capture; must not keep the
+ * frame beyond the call without copying it (it may be a view of a socket chunk).
+ */
+export interface FrameObserver {
+  request?(info: RequestInfo, frame: Buffer): void;
+  response?(info: RequestInfo, frame: Buffer): void;
+}

@@ -1,0 +1,186 @@
+import { AdminServer } from './admin/admin-server.js';
+import { peerAddress, type SidecarConfig } from './config.js';
+import { ApiVersionsFilter } from './filters/api-versions.js';
+import { ProduceWalFilter } from './filters/produce-wal.js';
+import type { Logger } from './log.js';
+import { TopicNames } from './metadata/topic-names.js';
+import { WalMetadataPublisher } from './metadata/wal-metadata-publisher.js';
+import type { ListenerCounters } from './net/counters.js';
+import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
+import { ProxyListener } from './net/proxy-listener.js';
+import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
+import { TopicPolicy } from './topics/topic-policy.js';
+import { WalWriter } from './wal/index.js';
+
+/** A startup failure that is the operator's to fix (exit code 2), naming the flag. */
+export class SidecarConfigError extends Error {
+  constructor(
+    readonly flag: string,
+    message: string,
+  ) {
+    super(`--${flag}: ${message}`);
+  }
+}
+
+/** The leader-side WAL parts, present when --wal-store-url is set. */
+interface WalParts {
+  store: ObjectStore;
+  writer: WalWriter;
+  topicNames: TopicNames;
+  publisher: WalMetadataPublisher;
+  produceFilter: ProduceWalFilter;
+}
+
+/**
+ * One sidecar in a broker's pod:
+ * - client ingress → the broker's CLIENT listener (clients and Metadata answers point here);
+ * - replication ingress → the broker's REPLICATION listener (followers of this broker's
+ *   partitions arrive here, through their own sidecar's egress);
+ * - one egress per peer broker id on egressBase+id → that peer's replication ingress (this pod's
+ *   broker dials them because peers advertise REPLICATION at localhost:egressBase+id).
+ */
+export class Sidecar {
+  readonly listeners: ProxyListener[] = [];
+  private admin?: AdminServer;
+  private readonly wal?: WalParts;
+
+  constructor(
+    readonly config: SidecarConfig,
+    private readonly log: Logger,
+    observer?: FrameObserver,
+  ) {
+    const common = {
+      maxFrameBytes: config.maxFrameBytes,
+      maxBufferedBytes: config.maxBufferedBytes,
+      log,
+      ...(observer ? { observer } : {}),
+    };
+    const filters: FrameFilter[] = [new ApiVersionsFilter()];
+    if (config.wal) this.wal = createWalParts(config, log);
+    this.listeners.push(
+      new ProxyListener({
+        ...common,
+        name: 'client',
+        listen: config.clientListen,
+        upstream: config.clientUpstream,
+        // Only the client ingress sees Produce; followers only fetch.
+        filters: this.wal ? [...filters, this.wal.produceFilter] : filters,
+      }),
+    );
+    if (config.replicationListen && config.replicationUpstream) {
+      this.listeners.push(
+        new ProxyListener({
+          ...common,
+          name: 'replication',
+          listen: config.replicationListen,
+          upstream: config.replicationUpstream,
+          filters,
+        }),
+      );
+    }
+    for (const id of config.egressBrokerIds) {
+      this.listeners.push(
+        new ProxyListener({
+          ...common,
+          name: `egress-${id}`,
+          listen: { host: config.egressListenHost, port: config.egressListenBase! + id },
+          upstream: peerAddress(config, id),
+          filters,
+        }),
+      );
+    }
+    if (config.adminListen) {
+      this.admin = new AdminServer(
+        config.adminListen,
+        { counters: () => this.counters(), healthy: () => true },
+        log,
+      );
+    }
+  }
+
+  counters(): { brokerId: number; listeners: Record<string, ListenerCounters>; wal?: unknown } {
+    return {
+      brokerId: this.config.brokerId,
+      listeners: Object.fromEntries(this.listeners.map((l) => [l.options.name, l.counters])),
+      ...(this.wal
+        ? {
+            wal: {
+              produce: this.wal.produceFilter.stats,
+              writer: this.wal.writer.stats,
+              metadata: { ...this.wal.publisher.stats, queued: this.wal.publisher.queued },
+            },
+          }
+        : {}),
+    };
+  }
+
+  async start(): Promise<void> {
+    if (this.wal) {
+      try {
+        await this.wal.store.validate();
+      } catch (error) {
+        const reason = isObjectStoreError(error) ? error.message : String(error);
+        throw new SidecarConfigError('wal-store-url', `the object store is not usable: ${reason}`);
+      }
+      await this.wal.topicNames.start();
+      this.wal.publisher.start();
+    }
+    try {
+      for (const listener of this.listeners) await listener.start();
+      await this.admin?.start();
+    } catch (error) {
+      await this.stop(0);
+      throw error;
+    }
+    this.log.info({ brokerId: this.config.brokerId, listeners: this.listeners.length }, 'sidecar ready');
+  }
+
+  /** Stops accepting, lets in-flight requests finish for up to `drainTimeoutMs`, then closes. */
+  async stop(drainTimeoutMs = this.config.drainTimeoutMs): Promise<void> {
+    const forced = await Promise.all(this.listeners.map((l) => l.drain(drainTimeoutMs).catch(() => 0)));
+    if (this.wal) {
+      // Uploads still running finish (or fail) before the process exits, so no durable-ack
+      // producer is left waiting on a batch that was about to be stored.
+      await this.wal.writer.close().catch(() => undefined);
+      await this.wal.publisher.stop().catch(() => undefined);
+      this.wal.topicNames.stop();
+      await this.wal.store.close().catch(() => undefined);
+    }
+    await this.admin?.stop().catch(() => undefined);
+    this.log.info({ forcedClosed: forced.reduce((a, b) => a + b, 0) }, 'sidecar stopped');
+  }
+}
+
+function createWalParts(config: SidecarConfig, log: Logger): WalParts {
+  const wal = config.wal!;
+  let store: ObjectStore;
+  try {
+    store = openObjectStore(wal.storeUrl, wal.storeOptions);
+  } catch (error) {
+    throw new SidecarConfigError('wal-store-url', (error as Error).message);
+  }
+  const writer = new WalWriter({
+    store,
+    brokerId: config.brokerId,
+    targetBytes: wal.defaults.targetBytes,
+    lingerMs: wal.defaults.lingerMs,
+    maxUploadsInFlight: wal.maxUploadsInFlight,
+    uploadDeadlineMs: wal.uploadDeadlineMs,
+    maxPendingBytes: wal.maxPendingBytes,
+    // The store URL carries the prefix (s3://bucket/prefix, file:///dir): one place to set it.
+    keyPrefix: '',
+  });
+  const topicNames = new TopicNames(config.clientUpstream, log);
+  const publisher = new WalMetadataPublisher({
+    bootstrap: wal.metadata.bootstrap,
+    brokerId: config.brokerId,
+    topic: wal.metadata.topic,
+    partitions: wal.metadata.partitions,
+    replicationFactor: wal.metadata.replicationFactor,
+    retentionMs: wal.metadata.retentionMs,
+    log,
+  });
+  const policy = new TopicPolicy(wal.defaults, wal.rules);
+  const produceFilter = new ProduceWalFilter({ writer, policy, topicNames, publisher, log });
+  return { store, writer, topicNames, publisher, produceFilter };
+}

@@ -1,0 +1,101 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// The built CLI, exactly as operators run it (`make test-unit` builds first).
+const MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+function run(args: string[], env: Record<string, string> = {}, stopAfterMs?: number) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      if (stopAfterMs !== undefined && stdout.includes('sidecar ready'))
+        setTimeout(() => child.kill('SIGTERM'), stopAfterMs);
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const guard = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.on('exit', (code) => {
+      clearTimeout(guard);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('walproxy CLI', () => {
+  it('is built', () => {
+    expect(existsSync(MAIN), `${MAIN} missing: run 'npm run build'`).toBe(true);
+  });
+
+  it('documents every sidecar flag in --help', async () => {
+    const { code, stdout } = await run(['sidecar', '--help']);
+    expect(code).toBe(0);
+    for (const flag of [
+      '--broker-id',
+      '--client-listen',
+      '--client-upstream',
+      '--replication-listen',
+      '--replication-upstream',
+      '--egress-listen-base',
+      '--peer-address-template',
+      '--max-frame-bytes',
+      '--drain-timeout-ms',
+    ]) {
+      expect(stdout).toContain(flag);
+    }
+  });
+
+  it('exits 2 with one line per bad setting, naming the flag', async () => {
+    const { code, stderr, stdout } = await run(['sidecar', '--broker-id', 'x', '--client-listen', 'nope']);
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr.trim().split('\n')).toEqual([
+      "walproxy sidecar: --broker-id: 'x' is not a whole number from 0 to 2147483647",
+      "walproxy sidecar: --client-listen: 'nope' is not host:port",
+      'walproxy sidecar: --client-upstream: is required (host:port)',
+    ]);
+  });
+
+  it('exits 2 on an unknown flag', async () => {
+    const { code, stderr } = await run(['sidecar', '--brokr-id', '1']);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/^walproxy: Unknown arguments?: brokr-id/);
+  });
+
+  it('reads settings from WALPROXY_* variables, starts, and exits 0 on SIGTERM', async () => {
+    const [listen, upstream] = [await freePort(), await freePort()];
+    const { code, stdout } = await run(
+      ['sidecar', '--admin-listen', 'off'],
+      {
+        WALPROXY_BROKER_ID: '3',
+        WALPROXY_CLIENT_LISTEN: `127.0.0.1:${listen}`,
+        WALPROXY_CLIENT_UPSTREAM: `127.0.0.1:${upstream}`,
+      },
+      100,
+    );
+    expect(code).toBe(0);
+    const lines = stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { msg: string; brokerId?: number });
+    expect(lines.find((l) => l.msg === 'sidecar ready')?.brokerId).toBe(3);
+    expect(lines.at(-1)?.msg).toBe('sidecar stopped');
+  });
+});

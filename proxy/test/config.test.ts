@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { parseSidecarConfig, peerAddress } from '../src/config.js';
+
+const minimal = {
+  'broker-id': '1',
+  'client-listen': '0.0.0.0:9192',
+  'client-upstream': '127.0.0.1:9092',
+};
+
+function errorsOf(raw: Record<string, unknown>): string[] {
+  const result = parseSidecarConfig(raw);
+  return 'errors' in result ? result.errors : [];
+}
+
+describe('parseSidecarConfig', () => {
+  it('accepts the minimal client-only configuration with documented defaults', () => {
+    const result = parseSidecarConfig(minimal);
+    expect('config' in result && result.config).toMatchObject({
+      brokerId: 1,
+      clientListen: { host: '0.0.0.0', port: 9192 },
+      clientUpstream: { host: '127.0.0.1', port: 9092 },
+      egressBrokerIds: [],
+      maxFrameBytes: 104_857_600,
+      adminListen: { host: '0.0.0.0', port: 9180 },
+    });
+  });
+
+  it('derives egress ids from the peer addresses, leaving out our own id', () => {
+    const result = parseSidecarConfig({
+      ...minimal,
+      'egress-listen-base': '19000',
+      'peer-address': ['0=a:9193', '1=b:9193', '2=c:9193'],
+    });
+    if (!('config' in result)) throw new Error(result.errors.join('\n'));
+    expect(result.config.egressBrokerIds).toEqual([0, 2]);
+    expect(peerAddress(result.config, 2)).toEqual({ host: 'c', port: 9193 });
+  });
+
+  it('resolves peers from the template, explicit entries winning', () => {
+    const result = parseSidecarConfig({
+      ...minimal,
+      'egress-listen-base': '19000',
+      'egress-broker-ids': ['0,2'],
+      'peer-address-template': 'kafka-{id}.kafka-headless:9193',
+      'peer-address': ['2=10.0.0.9:1234'],
+    });
+    if (!('config' in result)) throw new Error(result.errors.join('\n'));
+    expect(peerAddress(result.config, 0)).toEqual({ host: 'kafka-0.kafka-headless', port: 9193 });
+    expect(peerAddress(result.config, 2)).toEqual({ host: '10.0.0.9', port: 1234 });
+  });
+
+  it('reports every bad setting at once, one line each naming the flag', () => {
+    const errors = errorsOf({
+      'broker-id': 'one',
+      'client-listen': 'nope',
+      'client-upstream': '127.0.0.1:70000',
+      'max-frame-bytes': '12',
+      'log-level': 'loud',
+      'peer-address': ['x=y'],
+    });
+    expect(errors).toEqual([
+      "--broker-id: 'one' is not a whole number from 0 to 2147483647",
+      "--client-listen: 'nope' is not host:port",
+      "--client-upstream: port 70000 in '127.0.0.1:70000' is outside 1-65535",
+      "--peer-address: 'x=y' is not <broker-id>=<host:port>",
+      "--max-frame-bytes: '12' is not a whole number from 1024 to 2147483647",
+      "--log-level: 'loud' is not one of fatal, error, warn, info, debug, trace, silent",
+    ]);
+  });
+
+  it('names the missing required flags', () => {
+    expect(errorsOf({})).toEqual([
+      '--broker-id: is required (the node.id of the broker in this pod)',
+      '--client-listen: is required (host:port)',
+      '--client-upstream: is required (host:port)',
+    ]);
+  });
+
+  it('requires a peer address and a base port for every egress', () => {
+    expect(errorsOf({ ...minimal, 'egress-broker-ids': ['2'] })).toEqual([
+      '--egress-listen-base: is required when egress broker ids are given (egress for broker N listens on base+N)',
+    ]);
+    expect(errorsOf({ ...minimal, 'egress-broker-ids': ['2'], 'egress-listen-base': '19000' })).toEqual([
+      '--peer-address: no address for broker 2: give --peer-address=2=host:port or --peer-address-template',
+    ]);
+  });
+
+  it('rejects a template without {id} and half a replication pair', () => {
+    expect(errorsOf({ ...minimal, 'peer-address-template': 'kafka:9193' })).toEqual([
+      "--peer-address-template: 'kafka:9193' must be host:port containing {id}, e.g. kafka-{id}.kafka-headless:9193",
+    ]);
+    expect(errorsOf({ ...minimal, 'replication-listen': '0.0.0.0:9193' })).toEqual([
+      '--replication-upstream: is required when the other replication flag is set',
+    ]);
+  });
+});

@@ -1,0 +1,220 @@
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { FrameDecoder } from '../../src/net/frame-decoder.js';
+import { ProxyListener } from '../../src/net/proxy-listener.js';
+
+// A fake upstream is used here only for what a real broker never does (wrong correlation ids,
+// stalling on purpose, answering huge responses to a reader that stops); the e2e suite runs the
+// same listener in front of real brokers.
+
+const METADATA = 3;
+/** Requests with this key ask the fake upstream for a response of the size in their payload. */
+const SIZED_RESPONSE = 60;
+
+function request(
+  correlationId: number,
+  payload = Buffer.alloc(0),
+  apiKey = METADATA,
+  apiVersion = 1,
+): Buffer {
+  const frame = Buffer.alloc(4 + 10 + payload.length);
+  frame.writeInt32BE(10 + payload.length, 0);
+  frame.writeInt16BE(apiKey, 4);
+  frame.writeInt16BE(apiVersion, 6);
+  frame.writeInt32BE(correlationId, 8);
+  frame.writeInt16BE(-1, 12); // null client id
+  payload.copy(frame, 14);
+  return frame;
+}
+
+function response(correlationId: number, payload: Buffer): Buffer {
+  const frame = Buffer.alloc(8 + payload.length);
+  frame.writeInt32BE(4 + payload.length, 0);
+  frame.writeInt32BE(correlationId, 4);
+  payload.copy(frame, 8);
+  return frame;
+}
+
+type Answer = (frame: Buffer, socket: net.Socket) => void;
+
+/** A TCP server that hands every request frame to `answer`. */
+async function fakeUpstream(answer: Answer): Promise<net.Server> {
+  const server = net.createServer((socket) => {
+    const decoder = new FrameDecoder(1 << 26);
+    socket.on('data', (chunk) => {
+      for (const frame of decoder.push(chunk)) answer(frame, socket);
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return server;
+}
+
+/** Echoes the request payload back; a SIZED_RESPONSE request gets the number of bytes it names. */
+const echo: Answer = (frame, socket) => {
+  const correlationId = frame.readInt32BE(8);
+  const payload = frame.subarray(14);
+  const sized = frame.readInt16BE(4) === SIZED_RESPONSE;
+  socket.write(
+    response(correlationId, sized ? Buffer.alloc(payload.readInt32BE(0), correlationId & 0xff) : payload),
+  );
+};
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function startListener(
+  upstreamPort: number,
+  overrides: { maxFrameBytes?: number; maxBufferedBytes?: number } = {},
+) {
+  const logs: string[] = [];
+  const log = createLogger('debug', { write: (line: string) => logs.push(line) });
+  const listener = new ProxyListener({
+    name: 'client',
+    listen: { host: '127.0.0.1', port: 0 },
+    upstream: { host: '127.0.0.1', port: upstreamPort },
+    maxFrameBytes: overrides.maxFrameBytes ?? 1 << 24,
+    maxBufferedBytes: overrides.maxBufferedBytes ?? 1 << 20,
+    filters: [],
+    log,
+  });
+  await listener.start();
+  cleanups.push(() => listener.drain(0));
+  return { listener, logs };
+}
+
+/** A downstream client that collects response frames. */
+async function client(port: number) {
+  const socket = net.connect({ host: '127.0.0.1', port });
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  const decoder = new FrameDecoder(1 << 26);
+  const frames: Buffer[] = [];
+  let closed = false;
+  socket.on('data', (chunk) => frames.push(...decoder.push(chunk)));
+  socket.on('close', () => {
+    closed = true;
+  });
+  socket.on('error', () => undefined);
+  cleanups.push(() => socket.destroy());
+  return { socket, frames, isClosed: () => closed };
+}
+
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('ProxyListener', () => {
+  it('forwards pipelined requests and their responses byte for byte, in order', async () => {
+    const upstream = await fakeUpstream(echo);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    // Given 200 pipelined requests with distinct payloads, written in odd-sized pieces
+    const requests = Array.from({ length: 200 }, (_, i) => request(i, Buffer.from(`payload-${i}`)));
+    const stream = Buffer.concat(requests);
+    for (let i = 0; i < stream.length; i += 37) c.socket.write(stream.subarray(i, i + 37));
+    // Then every response comes back in request order with the upstream's exact bytes
+    await until(() => c.frames.length === 200);
+    c.frames.forEach((frame, i) => {
+      expect(frame.equals(response(i, Buffer.from(`payload-${i}`)))).toBe(true);
+    });
+    expect(listener.counters.requests['Metadata v1']).toBe(200);
+  });
+
+  it('stops reading the upstream while the downstream does not read, then delivers everything', async () => {
+    const upstream = await fakeUpstream(echo);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port, {
+      maxBufferedBytes: 1 << 20,
+    });
+    const c = await client(listener.address.port);
+    // Given a client that asks for 64 responses of 1 MiB and stops reading
+    c.socket.pause();
+    const sizeRequest = Buffer.alloc(4);
+    sizeRequest.writeInt32BE(1 << 20, 0);
+    for (let i = 0; i < 64; i++) c.socket.write(request(i, sizeRequest, SIZED_RESPONSE));
+    await new Promise((r) => setTimeout(r, 1_000));
+    // Then the sidecar has read only a bounded part of the 64 MiB the upstream wants to send
+    // (its 1 MiB bound plus one frame and the kernel's socket buffers)
+    expect(listener.counters.bytesFromUpstream).toBeLessThan(24 << 20);
+    // And when the client reads again, all 64 responses arrive intact
+    c.socket.resume();
+    await until(() => c.frames.length === 64, 20_000);
+    expect(c.frames.every((f, i) => f.readInt32BE(4) === i && f.length === 8 + (1 << 20))).toBe(true);
+  });
+
+  it('closes a connection whose upstream answers with an unexpected correlation id', async () => {
+    const upstream = await fakeUpstream((frame, socket) =>
+      socket.write(response(frame.readInt32BE(8) + 1, Buffer.alloc(0))),
+    );
+    const { listener, logs } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    c.socket.write(request(41));
+    await until(c.isClosed);
+    expect(listener.counters.closedForProtocolError).toBe(1);
+    expect(logs.join('')).toMatch(/response correlation id 42 does not match the oldest request \(41\)/);
+  });
+
+  it('closes only the connection that sends an oversized frame, naming peer and size', async () => {
+    const upstream = await fakeUpstream(echo);
+    const { listener, logs } = await startListener((upstream.address() as net.AddressInfo).port, {
+      maxFrameBytes: 4096,
+    });
+    const good = await client(listener.address.port);
+    const bad = await client(listener.address.port);
+    // When one client declares a 5000-byte frame
+    const prefix = Buffer.alloc(4);
+    prefix.writeInt32BE(5000, 0);
+    bad.socket.write(prefix);
+    await until(bad.isClosed);
+    // Then the reason is logged with the peer and the size, and the other client is still served
+    const line = logs.find((l) => l.includes('closing connection'))!;
+    expect(JSON.parse(line)).toMatchObject({
+      frameSize: 5000,
+      peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
+    });
+    good.socket.write(request(1, Buffer.from('still here')));
+    await until(() => good.frames.length === 1);
+    expect(good.isClosed()).toBe(false);
+  });
+
+  it('closes the downstream when the upstream cannot be reached', async () => {
+    const upstream = await fakeUpstream(echo);
+    const port = (upstream.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => upstream.close(() => resolve()));
+    const { listener } = await startListener(port);
+    const c = await client(listener.address.port);
+    await until(c.isClosed);
+    expect(listener.counters.upstreamConnectFailures).toBe(1);
+  });
+
+  it('on drain, delivers the responses still due and then closes', async () => {
+    const upstream = await fakeUpstream((frame, socket) => setTimeout(() => echo(frame, socket), 300));
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    c.socket.write(request(7, Buffer.from('slow')));
+    await until(() => listener.counters.connectionsActive === 1 && listener.counters.bytesFromDownstream > 0);
+    // When the listener drains while a response is due
+    const forced = await listener.drain(5_000);
+    // Then the response arrived before the close, and nothing had to be forced
+    expect(forced).toBe(0);
+    expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([7]);
+    await until(c.isClosed);
+  });
+
+  it('on drain, force-closes a connection whose response does not come in time', async () => {
+    const upstream = await fakeUpstream(() => undefined);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    c.socket.write(request(8));
+    await until(() => listener.counters.bytesFromDownstream > 0);
+    expect(await listener.drain(200)).toBe(1);
+    await until(c.isClosed);
+  });
+});
