@@ -1,0 +1,17 @@
+import type { S3Info } from './cluster-info.js';
+
+/** moto accepts any credentials; the sidecars take them from the SDK's default chain (env). */
+export function walSidecarEnv(): Record<string, string> {
+  return { AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1' };
+}
+
+/** Sidecar flags that send topics matching `s3.walTopicGlob` to the WAL on the given S3 server. */
+export function walSidecarArgs(s3: Omit<S3Info, 'pid'>, extra: string[] = []): string[] {
+  return [
+    `--wal-store-url=s3://${s3.bucket}/${s3.prefix.replace(/\/$/, '')}`,
+    `--s3-endpoint=${s3.endpoint}`,
+    '--s3-force-path-style=true',
+    `--wal-topic=${s3.walTopicGlob}`,
+    ...extra,
+  ];
+}

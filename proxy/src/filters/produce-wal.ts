@@ -1,0 +1,246 @@
+import {
+  ApiKey,
+  decodeProduceRequest,
+  decodeProduceResponse,
+  decodeRequestHeader,
+  decodeResponseHeader,
+  ErrorCode,
+  encodeProduceResponse,
+  type ProduceResponse,
+  peekProduceAcks,
+  recordBatches,
+  responseHeaderVersion,
+} from '@walproxy/shared';
+import type { Logger } from '../log.js';
+import type { TopicNames } from '../metadata/topic-names.js';
+import type { WalMetadataPublisher } from '../metadata/wal-metadata-publisher.js';
+import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
+import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { TopicPolicy } from '../topics/topic-policy.js';
+import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
+
+/** Produce versions whose batches walproxy copies: v3 is the 4.x floor (magic v2), v13 adds topic ids. */
+export const PRODUCE_WAL_VERSIONS = { min: 3, max: 13 } as const;
+
+interface PendingBatch {
+  topic: string;
+  topicId: string | undefined;
+  /** How the response names the topic: the id from v13, the name before. */
+  responseTopicKey: string;
+  partition: number;
+  ticket: WalAppendTicket;
+  durableAck: boolean;
+  lastOffsetDelta: number;
+  crc: number;
+  recordCount: number;
+}
+
+export interface ProduceWalStats {
+  requestsCopied: number;
+  batchesCopied: number;
+  bytesCopied: number;
+  /** Partitions answered REQUEST_TIMED_OUT because their batch could not be stored. */
+  durableAckFailures: number;
+  /** Topics sent by id that the local broker's metadata did not know yet (not copied). */
+  unknownTopicIds: number;
+  /** Produce versions outside 3–13, forwarded without copying. */
+  unsupportedVersions: number;
+  /** Batches the WAL writer refused to take (not a magic v2 batch). */
+  batchesNotCopied: number;
+}
+
+/**
+ * Leader side of the WAL (ARCHITECTURE.md, Produce): copies every record batch of WAL topics
+ * into the open WAL object — zero-copy views of the request frame — and forwards the original
+ * request bytes at once. Offsets are not needed to write the WAL: with acks=all the broker
+ * answers only after followers replicated, and followers replicate through the WAL.
+ *
+ * Durable ack (per topic): the Produce response is held until every batch it acknowledges is
+ * stored; a batch whose object could not be stored turns its partition's answer into the
+ * retriable REQUEST_TIMED_OUT, so the producer retries — never a success for data that is not
+ * stored. When the response is known, one metadata piece per stored batch (with the offsets the
+ * leader assigned) goes to the metadata topic, asynchronously.
+ */
+export class ProduceWalFilter implements FrameFilter {
+  readonly apiKeys = new Set<number>([ApiKey.Produce]);
+  readonly stats: ProduceWalStats = {
+    requestsCopied: 0,
+    batchesCopied: 0,
+    bytesCopied: 0,
+    durableAckFailures: 0,
+    unknownTopicIds: 0,
+    unsupportedVersions: 0,
+    batchesNotCopied: 0,
+  };
+  private readonly pending = new WeakMap<RequestInfo, PendingBatch[]>();
+
+  constructor(
+    private readonly deps: {
+      writer: WalWriter;
+      policy: TopicPolicy;
+      topicNames: TopicNames;
+      publisher: WalMetadataPublisher | undefined;
+      log: Logger;
+    },
+  ) {}
+
+  onRequest(info: RequestInfo, frame: Buffer): RequestDecision {
+    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    if (info.apiVersion < PRODUCE_WAL_VERSIONS.min || info.apiVersion > PRODUCE_WAL_VERSIONS.max) {
+      this.stats.unsupportedVersions++;
+      return { action: 'forward', frame, expectResponse: peekProduceAcks(payload) !== 0 };
+    }
+    const header = decodeRequestHeader(payload);
+    const request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    const batches: PendingBatch[] = [];
+    for (const topicData of request.topicData) {
+      const topic =
+        topicData.name ??
+        (topicData.topicId !== undefined ? this.deps.topicNames.nameOf(topicData.topicId) : undefined);
+      if (topic === undefined) {
+        this.stats.unknownTopicIds++;
+        continue;
+      }
+      const settings = this.deps.policy.settingsFor(topic);
+      if (!settings.wal) continue;
+      for (const partitionData of topicData.partitionData) {
+        if (partitionData.records === null) continue;
+        for (const batch of recordBatches(partitionData.records)) {
+          // A partial batch is invalid in a Produce request; the broker rejects it.
+          if (batch.partial) continue;
+          const bytes = batch.bytes();
+          let ticket: WalAppendTicket;
+          try {
+            ticket = this.deps.writer.append(
+              { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
+              { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes },
+            );
+          } catch (error) {
+            // Not a batch the WAL can hold (e.g. an old magic): the broker judges it, and
+            // followers get it inline. A client's bad input must not break the connection.
+            this.stats.batchesNotCopied++;
+            this.deps.log.debug({ topic, error: (error as Error).message }, 'batch not copied to the WAL');
+            continue;
+          }
+          this.stats.batchesCopied++;
+          this.stats.bytesCopied += bytes.length;
+          batches.push({
+            topic,
+            topicId: topicData.topicId,
+            responseTopicKey: topicData.topicId ?? topic,
+            partition: partitionData.index,
+            ticket,
+            durableAck: settings.durableAck,
+            lastOffsetDelta: batch.lastOffsetDelta,
+            crc: batch.crc,
+            recordCount: batch.recordCount,
+          });
+        }
+      }
+    }
+    const expectResponse = request.acks !== 0;
+    if (batches.length > 0) {
+      this.stats.requestsCopied++;
+      // acks=0 has no response: the batches are still stored, but no offsets are ever learnt,
+      // so no metadata record can be written for them.
+      if (expectResponse) this.pending.set(info, batches);
+    }
+    return { action: 'forward', frame, expectResponse };
+  }
+
+  onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {
+    const batches = this.pending.get(info);
+    if (!batches) return frame;
+    this.pending.delete(info);
+    const mustWait = batches.filter((b) => b.durableAck);
+    if (mustWait.length === 0) {
+      const response = this.decodeResponse(info, frame);
+      for (const batch of batches) {
+        batch.ticket.durable.then(
+          (location) => this.publish(batch, location, response.body),
+          () => undefined,
+        );
+      }
+      return frame;
+    }
+    return Promise.allSettled(mustWait.map((b) => b.ticket.durable)).then(() =>
+      this.releaseDurable(info, frame, batches),
+    );
+  }
+
+  private decodeResponse(info: RequestInfo, frame: Buffer): { headerBytes: Buffer; body: ProduceResponse } {
+    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    const { headerLength } = decodeResponseHeader(
+      payload,
+      responseHeaderVersion(ApiKey.Produce, info.apiVersion)!,
+    );
+    return {
+      headerBytes: payload.subarray(0, headerLength),
+      body: decodeProduceResponse(payload.subarray(headerLength), info.apiVersion),
+    };
+  }
+
+  /** Called when every durable-ack batch of the request has settled. */
+  private async releaseDurable(info: RequestInfo, frame: Buffer, batches: PendingBatch[]): Promise<Buffer> {
+    const response = this.decodeResponse(info, frame);
+    const failed = new Set<string>();
+    for (const batch of batches) {
+      const outcome = await batch.ticket.durable.then(
+        (location) => ({ location }),
+        (error: Error) => ({ error }),
+      );
+      if ('location' in outcome) this.publish(batch, outcome.location, response.body);
+      else if (batch.durableAck) failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
+    }
+    if (failed.size === 0) return frame;
+
+    let rewritten = 0;
+    for (const topic of response.body.responses) {
+      const key = topic.topicId ?? topic.name ?? '';
+      for (const partition of topic.partitionResponses) {
+        if (!failed.has(`${key}\u0000${partition.index}`) || partition.errorCode !== 0) continue;
+        partition.errorCode = ErrorCode.REQUEST_TIMED_OUT;
+        partition.baseOffset = -1n;
+        partition.logAppendTimeMs = -1n;
+        if (info.apiVersion >= 8)
+          partition.errorMessage = 'walproxy: the WAL object holding this batch could not be stored';
+        rewritten++;
+      }
+    }
+    this.stats.durableAckFailures += rewritten;
+    this.deps.log.warn(
+      { partitions: rewritten },
+      'WAL upload failed; answering REQUEST_TIMED_OUT so the producer retries',
+    );
+    const body = encodeProduceResponse(response.body, info.apiVersion);
+    const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + response.headerBytes.length + body.length);
+    out.writeInt32BE(response.headerBytes.length + body.length, 0);
+    response.headerBytes.copy(out, FRAME_SIZE_PREFIX_BYTES);
+    body.copy(out, FRAME_SIZE_PREFIX_BYTES + response.headerBytes.length);
+    return out;
+  }
+
+  private publish(batch: PendingBatch, location: WalLocation, response: ProduceResponse): void {
+    const publisher = this.deps.publisher;
+    if (!publisher) return;
+    const topic = response.responses.find((t) => (t.topicId ?? t.name) === batch.responseTopicKey);
+    const partition = topic?.partitionResponses.find((p) => p.index === batch.partition);
+    // Only batches the leader appended have offsets; a rejected batch stays in its object,
+    // unindexed, until the object expires.
+    if (partition?.errorCode !== 0 || partition.baseOffset < 0n) return;
+    publisher.publish({
+      objectKey: location.objectKey,
+      objectSize: location.objectSize,
+      topic: batch.topic,
+      topicId: batch.topicId,
+      partition: batch.partition,
+      position: location.position,
+      length: location.length,
+      baseOffset: partition.baseOffset,
+      lastOffset: partition.baseOffset + BigInt(batch.lastOffsetDelta),
+      crc: batch.crc,
+      recordCount: batch.recordCount,
+      uploadedAtMs: location.uploadedAtMs,
+    });
+  }
+}

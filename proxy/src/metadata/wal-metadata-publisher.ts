@@ -1,0 +1,238 @@
+import { Kafka, logLevel, type Producer } from 'kafkajs';
+import type { Logger } from '../log.js';
+
+export const WAL_METADATA_TOPIC = '__remote_wal_log_metadata';
+
+/** One produced batch, stored in a WAL object, with the offsets the leader assigned it. */
+export interface WalPiece {
+  objectKey: string;
+  objectSize: number;
+  topic: string;
+  /** Hex topic id, or undefined when the request named the topic (Produce ≤ v12). */
+  topicId: string | undefined;
+  partition: number;
+  position: number;
+  length: number;
+  baseOffset: bigint;
+  lastOffset: bigint;
+  crc: number;
+  recordCount: number;
+  uploadedAtMs: number;
+}
+
+/**
+ * Version 1 of a `__remote_wal_log_metadata` record value (JSON, so kcat and tools read it as
+ * is): where the batches of one partition live in one WAL object. Keyed by `<topic>-<partition>`.
+ */
+export interface WalMetadataRecordV1 {
+  v: 1;
+  broker: number;
+  object: string;
+  objectSize: number;
+  topic: string;
+  topicId: string | null;
+  partition: number;
+  baseOffset: number;
+  lastOffset: number;
+  createdAtMs: number;
+  batches: Array<{
+    position: number;
+    length: number;
+    baseOffset: number;
+    lastOffset: number;
+    crc: number;
+    records: number;
+  }>;
+}
+
+export interface WalMetadataPublisherOptions {
+  bootstrap: string[];
+  brokerId: number;
+  topic?: string;
+  partitions?: number;
+  replicationFactor?: number;
+  retentionMs?: number;
+  /** Pieces are grouped per (object, partition) over this window, then sent. */
+  flushIntervalMs?: number;
+  /** Pieces waiting to be sent; past it new pieces are dropped, counted and logged. */
+  maxQueued?: number;
+  log: Logger;
+}
+
+/**
+ * Publishes where each piece of the WAL lives, off the produce path: pieces queue in memory,
+ * and every flush interval each (object, partition) group becomes one record. A slow or absent
+ * metadata topic never delays produce; when the queue is full new pieces are dropped — the
+ * objects themselves stay self-describing (their footers index every batch).
+ */
+export class WalMetadataPublisher {
+  readonly stats = { published: 0, records: 0, overflowed: 0, sendFailures: 0 };
+  private queue: WalPiece[] = [];
+  private producer?: Producer;
+  private timer?: NodeJS.Timeout;
+  private sending?: Promise<void>;
+  private readonly kafka: Kafka;
+  private ready = false;
+  private stopped = false;
+  private lastOverflowLogMs = 0;
+  readonly topic: string;
+
+  constructor(private readonly options: WalMetadataPublisherOptions) {
+    this.topic = options.topic ?? WAL_METADATA_TOPIC;
+    this.kafka = new Kafka({
+      clientId: `walproxy-${options.brokerId}-metadata`,
+      brokers: options.bootstrap,
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 5, initialRetryTime: 200 },
+    });
+  }
+
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Starts in the background: the cluster may still be coming up when the sidecar starts. */
+  start(): void {
+    void this.connectWithRetry();
+    this.timer = setInterval(() => void this.flush(), this.options.flushIntervalMs ?? 50);
+    this.timer.unref();
+  }
+
+  private async connectWithRetry(): Promise<void> {
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        await this.ensureTopic();
+        const producer = this.kafka.producer({ allowAutoTopicCreation: false });
+        await producer.connect();
+        this.producer = producer;
+        this.ready = true;
+        this.options.log.info({ topic: this.topic }, 'WAL metadata publisher connected');
+        return;
+      } catch (error) {
+        if (attempt === 1 || attempt % 10 === 0) {
+          this.options.log.warn(
+            { error: (error as Error).message, attempt },
+            'WAL metadata topic not reachable yet; retrying',
+          );
+        }
+        await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * attempt)));
+      }
+    }
+  }
+
+  private async ensureTopic(): Promise<void> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      const existing = await admin.listTopics();
+      if (existing.includes(this.topic)) return;
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: [
+          {
+            topic: this.topic,
+            numPartitions: this.options.partitions ?? 3,
+            replicationFactor: this.options.replicationFactor ?? 3,
+            configEntries: [
+              { name: 'retention.ms', value: String(this.options.retentionMs ?? 3_600_000) },
+              { name: 'cleanup.policy', value: 'delete' },
+            ],
+          },
+        ],
+      });
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  publish(piece: WalPiece): void {
+    if (this.queue.length >= (this.options.maxQueued ?? 100_000)) {
+      this.stats.overflowed++;
+      const now = Date.now();
+      if (now - this.lastOverflowLogMs > 10_000) {
+        this.lastOverflowLogMs = now;
+        this.options.log.warn(
+          { overflowed: this.stats.overflowed },
+          'WAL metadata queue full; dropping records',
+        );
+      }
+      return;
+    }
+    this.queue.push(piece);
+  }
+
+  /** Sends what is queued, one (object, partition) group per record. */
+  flush(): Promise<void> {
+    if (this.sending || !this.ready || this.queue.length === 0 || !this.producer)
+      return this.sending ?? Promise.resolve();
+    const pieces = this.queue;
+    this.queue = [];
+    const messages = groupPieces(pieces, this.options.brokerId).map((record) => ({
+      key: `${record.topic}-${record.partition}`,
+      value: JSON.stringify(record),
+    }));
+    this.sending = this.producer
+      .send({ topic: this.topic, acks: -1, messages })
+      .then(() => {
+        this.stats.published += pieces.length;
+        this.stats.records += messages.length;
+      })
+      .catch((error: Error) => {
+        this.stats.sendFailures++;
+        // Put them back in front (bounded by maxQueued on the next publish calls).
+        this.queue = pieces.concat(this.queue);
+        this.options.log.warn(
+          { error: error.message, pieces: pieces.length },
+          'WAL metadata send failed; will retry',
+        );
+      })
+      .finally(() => {
+        this.sending = undefined;
+      });
+    return this.sending;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.sending;
+    await this.flush();
+    await this.producer?.disconnect().catch(() => undefined);
+  }
+}
+
+export function groupPieces(pieces: WalPiece[], brokerId: number): WalMetadataRecordV1[] {
+  const groups = new Map<string, WalMetadataRecordV1>();
+  for (const p of pieces) {
+    const key = `${p.objectKey}\u0000${p.topic}\u0000${p.partition}`;
+    let record = groups.get(key);
+    if (!record) {
+      record = {
+        v: 1,
+        broker: brokerId,
+        object: p.objectKey,
+        objectSize: p.objectSize,
+        topic: p.topic,
+        topicId: p.topicId ?? null,
+        partition: p.partition,
+        baseOffset: Number(p.baseOffset),
+        lastOffset: Number(p.lastOffset),
+        createdAtMs: p.uploadedAtMs,
+        batches: [],
+      };
+      groups.set(key, record);
+    }
+    record.baseOffset = Math.min(record.baseOffset, Number(p.baseOffset));
+    record.lastOffset = Math.max(record.lastOffset, Number(p.lastOffset));
+    record.batches.push({
+      position: p.position,
+      length: p.length,
+      baseOffset: Number(p.baseOffset),
+      lastOffset: Number(p.lastOffset),
+      crc: p.crc,
+      records: p.recordCount,
+    });
+  }
+  for (const record of groups.values()) record.batches.sort((a, b) => a.baseOffset - b.baseOffset);
+  return [...groups.values()];
+}

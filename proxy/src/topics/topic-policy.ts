@@ -1,0 +1,94 @@
+/**
+ * Per-topic settings, chosen by name or glob (`--wal-topic`, `--topic-config`). Later rules win
+ * over earlier ones, so a specific `--topic-config orders:linger.ms=5` can follow a broad
+ * `--topic-config '*:linger.ms=20'`.
+ */
+export interface TopicSettings {
+  /** Whether produced batches of this topic go to the WAL. */
+  wal: boolean;
+  lingerMs: number;
+  targetBytes: number;
+  /** Release the Produce response only once the batches it acknowledges are stored. */
+  durableAck: boolean;
+}
+
+export interface TopicRule {
+  pattern: string;
+  settings: Partial<TopicSettings>;
+}
+
+/** Keys accepted by --topic-config, with how to parse each value. */
+export const TOPIC_CONFIG_KEYS = {
+  'linger.ms': (v: string) => parseBoundedInt(v, 0, 60_000),
+  'target.bytes': (v: string) => parseBoundedInt(v, 1024, 64 * 1024 * 1024),
+  'durable.ack': (v: string) => parseBool(v),
+  wal: (v: string) => parseBool(v),
+} as const satisfies Record<string, (v: string) => number | boolean | string>;
+
+const SETTING_OF_KEY: Record<keyof typeof TOPIC_CONFIG_KEYS, keyof TopicSettings> = {
+  'linger.ms': 'lingerMs',
+  'target.bytes': 'targetBytes',
+  'durable.ack': 'durableAck',
+  wal: 'wal',
+};
+
+function parseBoundedInt(v: string, min: number, max: number): number | string {
+  const n = Number(v);
+  return Number.isInteger(n) && n >= min && n <= max
+    ? n
+    : `'${v}' is not a whole number from ${min} to ${max}`;
+}
+
+function parseBool(v: string): boolean | string {
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  return `'${v}' is not true or false`;
+}
+
+/** Parses `<topic-or-glob>:<key>=<value>`; returns a message naming what is wrong otherwise. */
+export function parseTopicConfig(text: string): TopicRule | string {
+  const match = /^([^:]+):([a-z.]+)=(.*)$/.exec(text);
+  if (!match) return `'${text}' is not <topic-or-glob>:<key>=<value>`;
+  const [, pattern, key, value] = match as unknown as [string, string, string, string];
+  if (!(key in TOPIC_CONFIG_KEYS)) {
+    return `'${key}' in '${text}' is not one of ${Object.keys(TOPIC_CONFIG_KEYS).join(', ')}`;
+  }
+  const parsed = TOPIC_CONFIG_KEYS[key as keyof typeof TOPIC_CONFIG_KEYS](value);
+  if (typeof parsed === 'string') return `${key} in '${text}': ${parsed}`;
+  return { pattern, settings: { [SETTING_OF_KEY[key as keyof typeof TOPIC_CONFIG_KEYS]]: parsed } };
+}
+
+/** `*` matches any run of characters, `?` one character; everything else is literal. */
+export function globToRegExp(glob: string): RegExp {
+  const escaped = glob
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
+  return new RegExp(`^${escaped}$`);
+}
+
+export class TopicPolicy {
+  private readonly rules: Array<{ match: RegExp; settings: Partial<TopicSettings> }>;
+  private readonly cache = new Map<string, TopicSettings>();
+
+  constructor(
+    private readonly defaults: TopicSettings,
+    rules: TopicRule[],
+  ) {
+    this.rules = rules.map((r) => ({ match: globToRegExp(r.pattern), settings: r.settings }));
+  }
+
+  settingsFor(topic: string): TopicSettings {
+    let settings = this.cache.get(topic);
+    if (!settings) {
+      settings = { ...this.defaults };
+      for (const rule of this.rules) if (rule.match.test(topic)) Object.assign(settings, rule.settings);
+      // Internal topics (__consumer_offsets, __transaction_state, the WAL's own metadata topic)
+      // are written by coordinators, not only through Produce: never WAL them.
+      if (topic.startsWith('__')) settings.wal = false;
+      if (this.cache.size > 100_000) this.cache.clear();
+      this.cache.set(topic, settings);
+    }
+    return settings;
+  }
+}
