@@ -1,6 +1,9 @@
 export * from './config.js';
 export * from './filters/api-versions.js';
+export * from './filters/produce-wal.js';
 export * from './log.js';
+export * from './metadata/topic-names.js';
+export * from './metadata/wal-metadata-publisher.js';
 export * from './net/connection-pipe.js';
 export * from './net/counters.js';
 export * from './net/frame-decoder.js';
@@ -8,3 +11,5 @@ export * from './net/frame-filter.js';
 export * from './net/proxy-listener.js';
 export * from './sidecar.js';
 export * from './store/index.js';
+export * from './topics/topic-policy.js';
+export * from './wal/index.js';

@@ -365,6 +365,12 @@ export interface ListenerCounters {
 export interface SidecarCounters {
   brokerId: number;
   listeners: Record<string, ListenerCounters>;
+  /** Present when the sidecar runs with a WAL store. */
+  wal?: {
+    produce: Record<string, number>;
+    writer: Record<string, number>;
+    metadata: Record<string, number>;
+  };
 }
 
 export async function waitForPort(port: number, timeoutMs: number, owner?: ManagedProcess): Promise<void> {

@@ -7,6 +7,7 @@ import {
   ErrorCode,
   encodeProduceResponse,
   type ProduceResponse,
+  type ProduceTopicData,
   peekProduceAcks,
   recordBatches,
   responseHeaderVersion,
@@ -35,13 +36,19 @@ interface PendingBatch {
   recordCount: number;
 }
 
+/** What one request put in the WAL: batches copied at once, and copies waiting for a topic name. */
+interface PendingCopies {
+  batches: PendingBatch[];
+  deferred: Promise<PendingBatch[]>[];
+}
+
 export interface ProduceWalStats {
   requestsCopied: number;
   batchesCopied: number;
   bytesCopied: number;
   /** Partitions answered REQUEST_TIMED_OUT because their batch could not be stored. */
   durableAckFailures: number;
-  /** Topics sent by id that the local broker's metadata did not know yet (not copied). */
+  /** Topics sent by id that the local broker's metadata did not know even after a refresh (not copied). */
   unknownTopicIds: number;
   /** Produce versions outside 3–13, forwarded without copying. */
   unsupportedVersions: number;
@@ -72,7 +79,7 @@ export class ProduceWalFilter implements FrameFilter {
     unsupportedVersions: 0,
     batchesNotCopied: 0,
   };
-  private readonly pending = new WeakMap<RequestInfo, PendingBatch[]>();
+  private readonly pending = new WeakMap<RequestInfo, PendingCopies>();
 
   constructor(
     private readonly deps: {
@@ -92,74 +99,100 @@ export class ProduceWalFilter implements FrameFilter {
     }
     const header = decodeRequestHeader(payload);
     const request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
-    const batches: PendingBatch[] = [];
+    const copied: PendingCopies = { batches: [], deferred: [] };
     for (const topicData of request.topicData) {
       const topic =
         topicData.name ??
         (topicData.topicId !== undefined ? this.deps.topicNames.nameOf(topicData.topicId) : undefined);
-      if (topic === undefined) {
-        this.stats.unknownTopicIds++;
-        continue;
-      }
-      const settings = this.deps.policy.settingsFor(topic);
-      if (!settings.wal) continue;
-      for (const partitionData of topicData.partitionData) {
-        if (partitionData.records === null) continue;
-        for (const batch of recordBatches(partitionData.records)) {
-          // A partial batch is invalid in a Produce request; the broker rejects it.
-          if (batch.partial) continue;
-          const bytes = batch.bytes();
-          let ticket: WalAppendTicket;
-          try {
-            ticket = this.deps.writer.append(
-              { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
-              { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes },
-            );
-          } catch (error) {
-            // Not a batch the WAL can hold (e.g. an old magic): the broker judges it, and
-            // followers get it inline. A client's bad input must not break the connection.
-            this.stats.batchesNotCopied++;
-            this.deps.log.debug({ topic, error: (error as Error).message }, 'batch not copied to the WAL');
-            continue;
-          }
-          this.stats.batchesCopied++;
-          this.stats.bytesCopied += bytes.length;
-          batches.push({
-            topic,
-            topicId: topicData.topicId,
-            responseTopicKey: topicData.topicId ?? topic,
-            partition: partitionData.index,
-            ticket,
-            durableAck: settings.durableAck,
-            lastOffsetDelta: batch.lastOffsetDelta,
-            crc: batch.crc,
-            recordCount: batch.recordCount,
-          });
-        }
+      if (topic !== undefined) {
+        copied.batches.push(...this.copyTopic(topicData, topic));
+      } else if (topicData.topicId !== undefined) {
+        // Produce v13 names topics by id, and this id is new to us (a topic created a moment
+        // ago): copy once the local broker has told us its name. The request goes upstream
+        // now; only its response waits, so an acknowledged batch is never missing from the WAL.
+        const topicId = topicData.topicId;
+        copied.deferred.push(
+          this.deps.topicNames.resolve(topicId).then((name) => {
+            if (name !== undefined) return this.copyTopic(topicData, name);
+            this.stats.unknownTopicIds++;
+            return [];
+          }),
+        );
       }
     }
     const expectResponse = request.acks !== 0;
-    if (batches.length > 0) {
+    if (copied.batches.length > 0 || copied.deferred.length > 0) {
       this.stats.requestsCopied++;
       // acks=0 has no response: the batches are still stored, but no offsets are ever learnt,
       // so no metadata record can be written for them.
-      if (expectResponse) this.pending.set(info, batches);
+      if (expectResponse) this.pending.set(info, copied);
     }
     return { action: 'forward', frame, expectResponse };
   }
 
+  /** Appends every batch of one topic's partitions to the WAL, if the topic goes to the WAL. */
+  private copyTopic(topicData: ProduceTopicData, topic: string): PendingBatch[] {
+    const settings = this.deps.policy.settingsFor(topic);
+    if (!settings.wal) return [];
+    const batches: PendingBatch[] = [];
+    for (const partitionData of topicData.partitionData) {
+      if (partitionData.records === null) continue;
+      for (const batch of recordBatches(partitionData.records)) {
+        // A partial batch is invalid in a Produce request; the broker rejects it.
+        if (batch.partial) continue;
+        const bytes = batch.bytes();
+        let ticket: WalAppendTicket;
+        try {
+          ticket = this.deps.writer.append(
+            { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
+            { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes },
+          );
+        } catch (error) {
+          // Not a batch the WAL can hold (e.g. an old magic): the broker judges it, and
+          // followers get it inline. A client's bad input must not break the connection.
+          this.stats.batchesNotCopied++;
+          this.deps.log.debug({ topic, error: (error as Error).message }, 'batch not copied to the WAL');
+          continue;
+        }
+        this.stats.batchesCopied++;
+        this.stats.bytesCopied += bytes.length;
+        batches.push({
+          topic,
+          topicId: topicData.topicId,
+          responseTopicKey: topicData.topicId ?? topic,
+          partition: partitionData.index,
+          ticket,
+          durableAck: settings.durableAck,
+          lastOffsetDelta: batch.lastOffsetDelta,
+          crc: batch.crc,
+          recordCount: batch.recordCount,
+        });
+      }
+    }
+    return batches;
+  }
+
   onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {
-    const batches = this.pending.get(info);
-    if (!batches) return frame;
+    const copied = this.pending.get(info);
+    if (!copied) return frame;
     this.pending.delete(info);
+    if (copied.deferred.length === 0) return this.release(info, frame, copied.batches);
+    return Promise.all(copied.deferred).then((more) =>
+      this.release(info, frame, copied.batches.concat(...more)),
+    );
+  }
+
+  private release(info: RequestInfo, frame: Buffer, batches: PendingBatch[]): Buffer | Promise<Buffer> {
     const mustWait = batches.filter((b) => b.durableAck);
     if (mustWait.length === 0) {
-      const response = this.decodeResponse(info, frame);
-      for (const batch of batches) {
-        batch.ticket.durable.then(
-          (location) => this.publish(batch, location, response.body),
-          () => undefined,
-        );
+      if (batches.length > 0) {
+        const response = this.decodeResponse(info, frame);
+        for (const batch of batches) {
+          batch.ticket.durable.then(
+            (location) => this.publish(batch, location, response.body),
+            () => undefined,
+          );
+        }
       }
       return frame;
     }

@@ -45,6 +45,19 @@ export class TopicNames {
     return name;
   }
 
+  /** The name of a topic id, asking the broker again if it is not known yet. */
+  async resolve(topicId: string): Promise<string | undefined> {
+    const known = this.names.get(topicId);
+    if (known !== undefined) return known;
+    // A refresh already under way may have started before the topic existed: one more if so.
+    for (let attempt = 0; attempt < 2 && !this.names.has(topicId); attempt++) {
+      await this.refresh().catch((error: Error) =>
+        this.log.warn({ error: error.message }, 'topic id lookup failed'),
+      );
+    }
+    return this.names.get(topicId);
+  }
+
   idOf(name: string): string | undefined {
     for (const [id, n] of this.names) if (n === name) return id;
     return undefined;

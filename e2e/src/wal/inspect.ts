@@ -1,0 +1,112 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import {
+  type ObjectStore,
+  openObjectStore,
+  WAL_METADATA_TOPIC,
+  type WalMetadataRecordV1,
+} from '@walproxy/proxy';
+import { parseWalObject, type RecordBatch, recordBatches, type WalIndexEntry } from '@walproxy/shared';
+import { kafkaClient, withAdmin } from '../clients/kafkajs.js';
+import type { S3Info } from '../cluster/cluster-info.js';
+
+/** The S3 server of the e2e cluster, opened the way the sidecars open it. */
+export function openE2eStore(s3: S3Info): ObjectStore {
+  return openObjectStore(`s3://${s3.bucket}/${s3.prefix.replace(/\/$/, '')}`, {
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+}
+
+/** A batch as a broker stored it in its log segment files. */
+export interface LogBatch {
+  topic: string;
+  partition: number;
+  batch: RecordBatch;
+}
+
+/**
+ * Every complete batch of one partition, read from the broker's segment files (`*.log`, in
+ * offset order). A broker writes through the page cache, so this sees what it appended.
+ */
+export function readPartitionLog(dataDir: string, topic: string, partition: number): LogBatch[] {
+  const dir = path.join(dataDir, `${topic}-${partition}`);
+  const segments = readdirSync(dir)
+    .filter((f) => f.endsWith('.log'))
+    .sort();
+  const out: LogBatch[] = [];
+  for (const segment of segments) {
+    for (const batch of recordBatches(readFileSync(path.join(dir, segment)))) {
+      if (!batch.partial) out.push({ topic, partition, batch });
+    }
+  }
+  return out;
+}
+
+export interface StoredWalBatch {
+  objectKey: string;
+  entry: WalIndexEntry;
+  /** The batch's bytes as stored in the object. */
+  bytes: Buffer;
+}
+
+/** Downloads and parses every WAL object under the store's prefix (footers verified). */
+export async function readWalObjects(
+  store: ObjectStore,
+  onObject?: (key: string, size: number) => void,
+): Promise<StoredWalBatch[]> {
+  const out: StoredWalBatch[] = [];
+  for await (const info of store.list('')) {
+    const object = await store.get(info.key);
+    onObject?.(info.key, object.length);
+    const parsed = parseWalObject(object);
+    for (const entry of parsed.entries) {
+      out.push({
+        objectKey: info.key,
+        entry,
+        bytes: object.subarray(entry.position, entry.position + entry.length),
+      });
+    }
+  }
+  return out;
+}
+
+/** Identity of a batch that the broker does not change: its partition, CRC and size. */
+export function batchIdentity(topic: string, partition: number, crc: number, length: number): string {
+  return `${topic}\u0000${partition}\u0000${crc}\u0000${length}`;
+}
+
+/** Reads the whole metadata topic (up to its current end offsets). */
+export async function readMetadataRecords(
+  bootstrap: string,
+  topic = WAL_METADATA_TOPIC,
+): Promise<WalMetadataRecordV1[]> {
+  const ends = await withAdmin(bootstrap, (admin) => admin.fetchTopicOffsets(topic));
+  const remaining = new Map(ends.filter((e) => Number(e.high) > 0).map((e) => [e.partition, Number(e.high)]));
+  const records: WalMetadataRecordV1[] = [];
+  if (remaining.size === 0) return records;
+  const consumer = kafkaClient(bootstrap).consumer({ groupId: `wal-metadata-reader-${Date.now()}` });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error('metadata topic not read to its end within 60 s')),
+      60_000,
+    );
+    void consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        records.push(JSON.parse(message.value!.toString()) as WalMetadataRecordV1);
+        const end = remaining.get(partition);
+        if (end !== undefined && Number(message.offset) + 1 >= end) remaining.delete(partition);
+        if (remaining.size === 0) {
+          clearTimeout(timer);
+          resolve();
+        }
+      },
+    });
+  });
+  await consumer.disconnect();
+  return records;
+}

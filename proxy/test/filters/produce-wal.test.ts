@@ -1,0 +1,186 @@
+import {
+  ApiKey,
+  decodeProduceResponse,
+  ErrorCode,
+  encodeProduceRequest,
+  encodeProduceResponse,
+  encodeRequestHeader,
+  encodeResponseHeader,
+  parseWalObject,
+} from '@walproxy/shared';
+import { describe, expect, it } from 'vitest';
+import { makeBatch } from '../../../shared/test/wal/batches.js';
+import { ProduceWalFilter } from '../../src/filters/produce-wal.js';
+import { createLogger } from '../../src/log.js';
+import type { TopicNames } from '../../src/metadata/topic-names.js';
+import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
+import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { TopicPolicy } from '../../src/topics/topic-policy.js';
+import { WalWriter } from '../../src/wal/index.js';
+import { MemoryObjectStore } from '../wal/memory-store.js';
+
+const TOPIC_ID = '0123456789abcdef0123456789abcdef';
+
+function frame(parts: Buffer[]): Buffer {
+  const size = Buffer.alloc(4);
+  size.writeInt32BE(
+    parts.reduce((n, p) => n + p.length, 0),
+    0,
+  );
+  return Buffer.concat([size, ...parts]);
+}
+
+function produceRequest(
+  version: number,
+  acks: number,
+  topic: { name?: string; topicId?: string },
+  batch: Buffer,
+): Buffer {
+  return frame([
+    encodeRequestHeader({ apiKey: ApiKey.Produce, apiVersion: version, correlationId: 5, clientId: 'test' }),
+    encodeProduceRequest(
+      {
+        transactionalId: null,
+        acks,
+        timeoutMs: 30_000,
+        topicData: [{ ...topic, partitionData: [{ index: 0, records: batch }] }],
+      },
+      version,
+    ),
+  ]);
+}
+
+function produceResponse(
+  version: number,
+  topic: { name?: string; topicId?: string },
+  baseOffset: bigint,
+): Buffer {
+  return frame([
+    encodeResponseHeader({ correlationId: 5 }, version >= 9 ? 1 : 0),
+    encodeProduceResponse(
+      {
+        responses: [
+          {
+            ...topic,
+            partitionResponses: [
+              {
+                index: 0,
+                errorCode: 0,
+                baseOffset,
+                logAppendTimeMs: -1n,
+                logStartOffset: 0n,
+                recordErrors: [],
+                errorMessage: null,
+              },
+            ],
+          },
+        ],
+        throttleTimeMs: 0,
+      },
+      version,
+    ),
+  ]);
+}
+
+function setup(
+  options: { names?: Map<string, string>; resolveLater?: Promise<void>; durableAck?: boolean } = {},
+) {
+  const store = new MemoryObjectStore();
+  const writer = new WalWriter({ store, brokerId: 1, lingerMs: 5 });
+  const names = options.names ?? new Map<string, string>();
+  const topicNames = {
+    nameOf: (id: string) => names.get(id),
+    resolve: async (id: string) => {
+      await options.resolveLater;
+      return names.get(id);
+    },
+  } as unknown as TopicNames;
+  const published: WalPiece[] = [];
+  const publisher = { publish: (p: WalPiece) => published.push(p) } as unknown as WalMetadataPublisher;
+  const policy = new TopicPolicy(
+    { wal: false, lingerMs: 5, targetBytes: 400_000, durableAck: options.durableAck ?? true },
+    [{ pattern: 'wal-*', settings: { wal: true } }],
+  );
+  const filter = new ProduceWalFilter({ writer, policy, topicNames, publisher, log: createLogger('silent') });
+  return { store, writer, filter, published, names };
+}
+
+const info = (version: number): RequestInfo => ({
+  apiKey: ApiKey.Produce,
+  apiVersion: version,
+  correlationId: 5,
+});
+
+describe('ProduceWalFilter', () => {
+  it('copies a WAL topic batch, forwards the request bytes untouched, and releases the response once stored', async () => {
+    const { filter, store, published } = setup();
+    const batch = makeBatch({ records: Buffer.from('hello wal'), lastOffsetDelta: 0, recordCount: 1 });
+    const request = produceRequest(9, -1, { name: 'wal-orders' }, batch);
+    const i = info(9);
+    // When the request passes, it is forwarded as the very same bytes
+    const decision = filter.onRequest(i, request);
+    expect(decision).toEqual({ action: 'forward', frame: request, expectResponse: true });
+    // Then the response is released unchanged, only after the object holding the batch is stored
+    const response = produceResponse(9, { name: 'wal-orders' }, 42n);
+    const released = await filter.onResponse(i, response);
+    expect(released).toBe(response);
+    const [object] = [...store.objects.values()];
+    const [entry] = parseWalObject(object!).entries;
+    expect(object!.subarray(entry!.position, entry!.position + entry!.length).equals(batch)).toBe(true);
+    // And a metadata piece carries the offsets the leader assigned
+    expect(published).toMatchObject([
+      { topic: 'wal-orders', partition: 0, baseOffset: 42n, lastOffset: 42n },
+    ]);
+  });
+
+  it('leaves other topics alone', () => {
+    const { filter, writer } = setup();
+    const request = produceRequest(9, -1, { name: 'payments' }, makeBatch());
+    filter.onRequest(info(9), request);
+    expect(writer.stats.pendingBytes).toBe(0);
+    expect(filter.stats.batchesCopied).toBe(0);
+  });
+
+  it('holds the response of a topic id it does not know yet until the name is resolved and the batch stored', async () => {
+    // Given a Produce v13 (topic ids) for a topic created a moment ago
+    let resolve!: () => void;
+    const later = new Promise<void>((r) => {
+      resolve = r;
+    });
+    const { filter, store, names } = setup({ resolveLater: later });
+    const i = info(13);
+    filter.onRequest(i, produceRequest(13, -1, { topicId: TOPIC_ID }, makeBatch()));
+    const released = filter.onResponse(i, produceResponse(13, { topicId: TOPIC_ID }, 0n));
+    expect(released).toBeInstanceOf(Promise);
+    // When the broker's metadata names the topic
+    names.set(TOPIC_ID, 'wal-new');
+    resolve();
+    await released;
+    // Then the batch is in the WAL before the producer hears back
+    expect(filter.stats.batchesCopied).toBe(1);
+    expect(store.objects.size).toBe(1);
+  });
+
+  it('answers REQUEST_TIMED_OUT, never success, when the batch could not be stored', async () => {
+    const { filter, store } = setup();
+    store.onPut = async () => {
+      throw new Error('bucket is gone');
+    };
+    const i = info(9);
+    filter.onRequest(i, produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
+    const released = await filter.onResponse(i, produceResponse(9, { name: 'wal-orders' }, 7n));
+    const body = decodeProduceResponse(released.subarray(4 + 5), 9);
+    expect(body.responses[0]!.partitionResponses[0]).toMatchObject({
+      errorCode: ErrorCode.REQUEST_TIMED_OUT,
+      baseOffset: -1n,
+    });
+    expect(filter.stats.durableAckFailures).toBe(1);
+  });
+
+  it('does not wait for an acks=0 request, which has no response', () => {
+    const { filter, writer } = setup();
+    const decision = filter.onRequest(info(9), produceRequest(9, 0, { name: 'wal-orders' }, makeBatch()));
+    expect(decision).toMatchObject({ action: 'forward', expectResponse: false });
+    expect(writer.stats.pendingBytes).toBeGreaterThan(0);
+  });
+});
