@@ -29,9 +29,11 @@ kafka:
 	@command -v mvn >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=maven
 	bash e2e/kafka/fetch-kafka.sh $(KAFKA_VERSION)
 
-# Debian packages the e2e tests use as real clients (kcat = librdkafka).
+# Debian packages the e2e tests use: kcat (librdkafka) as a real client, nftables to count the
+# bytes that cross the replication hop in the kernel.
 system-deps:
 	@command -v kcat >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=kcat
+	@command -v nft >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=nftables
 
 apt-install:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -53,6 +55,8 @@ bench: build kafka system-deps
 	npx tsx shared/bench/crc32c.bench.ts
 	npx tsx shared/bench/fetch-walk.bench.ts
 	npx tsx e2e/bench/proxy-overhead.bench.ts
+	npx tsx e2e/bench/wal-writer.bench.ts
+	npx tsx e2e/bench/object-store.bench.ts
 
 lint: deps
 	npx biome check .

@@ -13,6 +13,8 @@ export interface WalConfig {
   maxUploadsInFlight: number;
   uploadDeadlineMs: number;
   maxPendingBytes: number;
+  /** How long the leader side holds a follower's Fetch response for a batch still uploading. */
+  maxHoldMs: number;
   metadata: {
     /** Bootstrap servers for the sidecar's own Kafka clients; default: the local broker. */
     bootstrap: string[];
@@ -63,6 +65,7 @@ export const SIDECAR_DEFAULTS = {
   'wal-max-uploads-in-flight': WAL_WRITER_DEFAULTS.maxUploadsInFlight,
   'wal-upload-deadline-ms': WAL_WRITER_DEFAULTS.uploadDeadlineMs,
   'wal-max-pending-bytes': WAL_WRITER_DEFAULTS.maxPendingBytes,
+  'max-hold-ms': 200,
   'metadata-topic': '__remote_wal_log_metadata',
   'metadata-topic-partitions': 3,
   'metadata-topic-replication-factor': 3,
@@ -282,10 +285,12 @@ function parseWalConfig(
     targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
     lingerMs: integer(raw, 'wal-linger-ms', errors, lingerMs.min, lingerMs.max),
     durableAck: bool(raw, 'wal-durable-ack', errors),
+    mode: 'wal' as const,
   };
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
   const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
+  const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
   const storeOptions: ObjectStoreOptions = {};
   if (present(raw['s3-region'])) storeOptions.region = String(raw['s3-region']);
   if (present(raw['s3-endpoint'])) storeOptions.endpoint = String(raw['s3-endpoint']);
@@ -313,6 +318,7 @@ function parseWalConfig(
     maxUploadsInFlight: maxUploadsInFlight!,
     uploadDeadlineMs: uploadDeadlineMs!,
     maxPendingBytes: maxPendingBytes!,
+    maxHoldMs: maxHoldMs!,
     metadata: {
       bootstrap: metadataBootstrap,
       topic: String(raw['metadata-topic']),

@@ -93,7 +93,7 @@ export function sidecarOptions(yargs: Argv): Argv {
       type: 'string',
       array: true,
       describe:
-        'per-topic setting <topic-or-glob>:<key>=<value>, key one of wal, linger.ms, target.bytes, durable.ack (repeatable, later wins)',
+        'per-topic setting <topic-or-glob>:<key>=<value>, key one of wal, mode (wal|inline), linger.ms, target.bytes, durable.ack (repeatable, later wins)',
     })
     .option('wal-target-bytes', {
       type: 'string',
@@ -130,6 +130,12 @@ export function sidecarOptions(yargs: Argv): Argv {
       requiresArg: true,
       describe: 'bytes copied but not yet stored; past it new batches are not copied (memory bound)',
       default: SIDECAR_DEFAULTS['wal-max-pending-bytes'],
+    })
+    .option('max-hold-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe: "leader side: hold a follower's Fetch response at most this long for a batch still uploading, then send it inline",
+      default: SIDECAR_DEFAULTS['max-hold-ms'],
     })
     .option('s3-region', {
       type: 'string',

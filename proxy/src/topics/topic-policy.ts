@@ -10,6 +10,11 @@ export interface TopicSettings {
   targetBytes: number;
   /** Release the Produce response only once the batches it acknowledges are stored. */
   durableAck: boolean;
+  /**
+   * How followers get this topic's WAL batches: `wal` as references they read from the store,
+   * `inline` as stock replication (the WAL is still written, e.g. as the extra durable copy).
+   */
+  mode: 'wal' | 'inline';
 }
 
 export interface TopicRule {
@@ -17,32 +22,38 @@ export interface TopicRule {
   settings: Partial<TopicSettings>;
 }
 
+/** A parsed value, or the reason the text is not one. */
+type Parsed<T> = { value: T } | { error: string };
+
 /** Keys accepted by --topic-config, with how to parse each value. */
 export const TOPIC_CONFIG_KEYS = {
   'linger.ms': (v: string) => parseBoundedInt(v, 0, 60_000),
   'target.bytes': (v: string) => parseBoundedInt(v, 1024, 64 * 1024 * 1024),
   'durable.ack': (v: string) => parseBool(v),
   wal: (v: string) => parseBool(v),
-} as const satisfies Record<string, (v: string) => number | boolean | string>;
+  mode: (v: string): Parsed<'wal' | 'inline'> =>
+    v === 'wal' || v === 'inline' ? { value: v } : { error: `'${v}' is not wal or inline` },
+} as const satisfies Record<string, (v: string) => Parsed<unknown>>;
 
 const SETTING_OF_KEY: Record<keyof typeof TOPIC_CONFIG_KEYS, keyof TopicSettings> = {
   'linger.ms': 'lingerMs',
   'target.bytes': 'targetBytes',
   'durable.ack': 'durableAck',
   wal: 'wal',
+  mode: 'mode',
 };
 
-function parseBoundedInt(v: string, min: number, max: number): number | string {
+function parseBoundedInt(v: string, min: number, max: number): Parsed<number> {
   const n = Number(v);
   return Number.isInteger(n) && n >= min && n <= max
-    ? n
-    : `'${v}' is not a whole number from ${min} to ${max}`;
+    ? { value: n }
+    : { error: `'${v}' is not a whole number from ${min} to ${max}` };
 }
 
-function parseBool(v: string): boolean | string {
-  if (v === 'true') return true;
-  if (v === 'false') return false;
-  return `'${v}' is not true or false`;
+function parseBool(v: string): Parsed<boolean> {
+  if (v === 'true') return { value: true };
+  if (v === 'false') return { value: false };
+  return { error: `'${v}' is not true or false` };
 }
 
 /** Parses `<topic-or-glob>:<key>=<value>`; returns a message naming what is wrong otherwise. */
@@ -53,9 +64,9 @@ export function parseTopicConfig(text: string): TopicRule | string {
   if (!(key in TOPIC_CONFIG_KEYS)) {
     return `'${key}' in '${text}' is not one of ${Object.keys(TOPIC_CONFIG_KEYS).join(', ')}`;
   }
-  const parsed = TOPIC_CONFIG_KEYS[key as keyof typeof TOPIC_CONFIG_KEYS](value);
-  if (typeof parsed === 'string') return `${key} in '${text}': ${parsed}`;
-  return { pattern, settings: { [SETTING_OF_KEY[key as keyof typeof TOPIC_CONFIG_KEYS]]: parsed } };
+  const parsed: Parsed<unknown> = TOPIC_CONFIG_KEYS[key as keyof typeof TOPIC_CONFIG_KEYS](value);
+  if ('error' in parsed) return `${key} in '${text}': ${parsed.error}`;
+  return { pattern, settings: { [SETTING_OF_KEY[key as keyof typeof TOPIC_CONFIG_KEYS]]: parsed.value } };
 }
 
 /** `*` matches any run of characters, `?` one character; everything else is literal. */

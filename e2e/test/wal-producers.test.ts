@@ -1,0 +1,143 @@
+import { describe, expect, inject, it } from 'vitest';
+import { createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
+import { kcat } from '../src/clients/kcat.js';
+import { sidecarCounters } from '../src/cluster/cluster-info.js';
+import {
+  batchIdentity,
+  type LogBatch,
+  openE2eStore,
+  readPartitionLog,
+  readWalObjects,
+} from '../src/wal/inspect.js';
+
+/** Waits until no sidecar has WAL bytes left to upload. */
+async function walSettled(cluster: ReturnType<typeof inject<'cluster'>>): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const all = await Promise.all([1, 2, 3].map((id) => sidecarCounters(cluster, id)));
+    if (all.every((c) => c.wal?.writer.pendingBytes === 0)) return;
+    if (Date.now() > deadline) throw new Error('WAL uploads did not settle in 30 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function leaderLog(cluster: ReturnType<typeof inject<'cluster'>>, topic: string): Promise<LogBatch[]> {
+  const metadata = await withAdmin(cluster.bootstrap, (admin) =>
+    admin.fetchTopicMetadata({ topics: [topic] }),
+  );
+  return metadata.topics[0]!.partitions.flatMap((p) =>
+    readPartitionLog(cluster.dataDirs[p.leader]!, topic, p.partitionId),
+  );
+}
+
+async function consumeAll(
+  bootstrap: string,
+  topic: string,
+  expected: number,
+  isolation: 'read_committed' | 'read_uncommitted',
+) {
+  const values: string[] = [];
+  const consumer = kafkaClient(bootstrap).consumer({
+    groupId: `${topic}-${isolation}-${Date.now()}`,
+    readUncommitted: isolation === 'read_uncommitted',
+  });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`read ${values.length} of ${expected} from ${topic}`)),
+      60_000,
+    );
+    void consumer.run({
+      eachMessage: async ({ message }) => {
+        values.push(message.value!.toString());
+        if (values.length >= expected) {
+          clearTimeout(timer);
+          resolve();
+        }
+      },
+    });
+  });
+  // A moment more, so that anything beyond `expected` would show up too.
+  await new Promise((r) => setTimeout(r, 1_000));
+  await consumer.disconnect();
+  return values;
+}
+
+describe('every kind of producer on a WAL topic', () => {
+  it('transactions: committed and aborted batches are stored; read_committed consumers see only the committed', async () => {
+    const cluster = inject('cluster');
+    const topic = 'wal-transactions';
+    await createTopic(cluster.bootstrap, topic, { partitions: 2 });
+    const producer = kafkaClient(cluster.bootstrap).producer({
+      transactionalId: 'wal-e2e-tx',
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await producer.connect();
+    // Given one committed and one aborted transaction, then another committed one
+    for (const [outcome, n] of [
+      ['commit', 0],
+      ['abort', 1],
+      ['commit', 2],
+    ] as const) {
+      const tx = await producer.transaction();
+      await tx.send({
+        topic,
+        messages: Array.from({ length: 50 }, (_, i) => ({ key: `k${i}`, value: `${outcome}-${n}-${i}` })),
+      });
+      if (outcome === 'commit') await tx.commit();
+      else await tx.abort();
+    }
+    await producer.disconnect();
+    await walSettled(cluster);
+
+    // Then a read_committed consumer sees exactly the 100 committed records
+    const committed = await consumeAll(cluster.bootstrap, topic, 100, 'read_committed');
+    expect(committed.length).toBe(100);
+    expect(committed.every((v) => v.startsWith('commit-'))).toBe(true);
+    // And every data batch the producer sent is in the WAL; the transaction markers, which the
+    // coordinator writes (not Produce), are not
+    const wal = new Set(
+      (await readWalObjects(openE2eStore(cluster.s3))).map((w) =>
+        batchIdentity(w.entry.topicName, w.entry.partition, w.entry.crc, w.entry.length),
+      ),
+    );
+    const log = await leaderLog(cluster, topic);
+    const data = log.filter((b) => !b.batch.isControl);
+    const markers = log.filter((b) => b.batch.isControl);
+    expect(data.length).toBeGreaterThanOrEqual(3);
+    expect(markers.length).toBeGreaterThanOrEqual(3);
+    expect(
+      data.filter((b) => !wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size))),
+    ).toEqual([]);
+    expect(
+      markers.filter((b) => wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size))),
+    ).toEqual([]);
+  });
+
+  it('acks=0 (kcat): batches are stored though no response ever comes', async () => {
+    const cluster = inject('cluster');
+    const topic = 'wal-acks-zero';
+    await createTopic(cluster.bootstrap, topic, { partitions: 1 });
+    const lines = Array.from({ length: 2_000 }, (_, i) => `acks0-${i}`);
+    const produced = await kcat(
+      ['-b', cluster.bootstrap, '-t', topic, '-P', '-X', 'acks=0', '-X', 'linger.ms=20'],
+      `${lines.join('\n')}\n`,
+    );
+    expect(produced.code, produced.stderr).toBe(0);
+    // Nothing is acknowledged with acks=0; on loopback everything arrives all the same
+    const read = await consumeAll(cluster.bootstrap, topic, lines.length, 'read_uncommitted');
+    expect(new Set(read)).toEqual(new Set(lines));
+    await walSettled(cluster);
+    const wal = new Set(
+      (await readWalObjects(openE2eStore(cluster.s3))).map((w) =>
+        batchIdentity(w.entry.topicName, w.entry.partition, w.entry.crc, w.entry.length),
+      ),
+    );
+    const log = await leaderLog(cluster, topic);
+    expect(log.filter((b) => !wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size)))).toEqual(
+      [],
+    );
+  });
+});

@@ -1,0 +1,134 @@
+// How walproxy's two sides talk through a stock Fetch exchange, in tagged fields that stock
+// brokers ignore (KIP-482: an unknown tag is kept raw and skipped). Tags 0-2 are Kafka's in these
+// structs (kafka-protocol.md §1); ours sit far above them.
+//
+// Fetch request, top-level tag FETCH_CAPABILITY_TAG (added by the follower's egress sidecar):
+//   Version int8 (= 1)
+//   InlineRequests COMPACT_ARRAY of:   partitions the follower side could not fill last time
+//     TopicId uuid, Partition int32, FromOffset int64
+// Only a request carrying this tag ever gets references back.
+//
+// Fetch response, partition tag PARTITION_SEGMENTS_TAG (added by the leader's replication ingress):
+//   Version int8 (= 1)
+//   Segments uvarint count, then per segment:
+//     Kind int8: 0 = inline, 1 = reference
+//     inline:    Length uvarint — the next Length bytes of the partition's Records field
+//     reference: Header [61 bytes] — the batch header exactly as the leader stored it
+//                ObjectKey COMPACT_STRING, Position uint32, Length uint32 — where the whole
+//                produced batch (header included) lies in the WAL object; its body is
+//                [Position + 61, Position + Length)
+// The partition's Records field then holds only the inline segments, in order.
+
+import { ProtocolError } from '../protocol/errors.js';
+import { Reader } from '../protocol/reader.js';
+import { Writer } from '../protocol/writer.js';
+import { RECORD_BATCH_HEADER_SIZE } from '../records/record-batch.js';
+
+export const FETCH_CAPABILITY_TAG = 27_001;
+export const PARTITION_SEGMENTS_TAG = 27_002;
+const FORMAT_VERSION = 1;
+
+export interface InlineRequest {
+  topicId: string;
+  partition: number;
+  fromOffset: bigint;
+}
+
+export interface FetchCapability {
+  inlineRequests: InlineRequest[];
+}
+
+export type PartitionSegment =
+  | { kind: 'inline'; length: number }
+  | { kind: 'reference'; header: Buffer; objectKey: string; position: number; length: number };
+
+const CAPABILITY_CTX = { api: 'WalproxyFetchCapability', version: FORMAT_VERSION, flexible: true };
+const SEGMENTS_CTX = { api: 'WalproxyPartitionSegments', version: FORMAT_VERSION, flexible: true };
+
+function checkVersion(r: Reader, api: string): void {
+  const version = r.int8('Version');
+  if (version !== FORMAT_VERSION) {
+    throw new ProtocolError(
+      'UNSUPPORTED_VERSION',
+      { api, version, field: 'Version', offset: 0 },
+      `walproxy ${api} format version ${version}; this build reads ${FORMAT_VERSION}`,
+    );
+  }
+}
+
+export function encodeFetchCapability(capability: FetchCapability): Buffer {
+  const w = new Writer(CAPABILITY_CTX, 16);
+  w.int8(FORMAT_VERSION, 'Version');
+  w.compactArray(capability.inlineRequests, 'InlineRequests', (w2, r) => {
+    w2.uuid(r.topicId, 'TopicId');
+    w2.int32(r.partition, 'Partition');
+    w2.int64(r.fromOffset, 'FromOffset');
+  });
+  return w.finish();
+}
+
+export function decodeFetchCapability(data: Buffer): FetchCapability {
+  const r = new Reader(data, CAPABILITY_CTX);
+  checkVersion(r, CAPABILITY_CTX.api);
+  const inlineRequests = r.compactArray('InlineRequests', (r2) => ({
+    topicId: r2.uuid('TopicId'),
+    partition: r2.int32('Partition'),
+    fromOffset: r2.int64('FromOffset'),
+  }));
+  r.done('WalproxyFetchCapability');
+  return { inlineRequests };
+}
+
+export function encodePartitionSegments(segments: readonly PartitionSegment[]): Buffer {
+  const w = new Writer(SEGMENTS_CTX, 32 + segments.length * 96);
+  w.int8(FORMAT_VERSION, 'Version');
+  w.uvarint(segments.length, 'Segments');
+  for (const s of segments) {
+    if (s.kind === 'inline') {
+      w.int8(0, 'Kind');
+      w.uvarint(s.length, 'Length');
+    } else {
+      if (s.header.length !== RECORD_BATCH_HEADER_SIZE) {
+        throw new RangeError(
+          `a reference carries the ${RECORD_BATCH_HEADER_SIZE}-byte batch header, got ${s.header.length}`,
+        );
+      }
+      w.int8(1, 'Kind');
+      w.raw(s.header);
+      w.compactString(s.objectKey, 'ObjectKey');
+      w.uint32(s.position, 'Position');
+      w.uint32(s.length, 'Length');
+    }
+  }
+  return w.finish();
+}
+
+export function decodePartitionSegments(data: Buffer): PartitionSegment[] {
+  const r = new Reader(data, SEGMENTS_CTX);
+  checkVersion(r, SEGMENTS_CTX.api);
+  const count = r.uvarint('Segments');
+  // Every segment takes at least two bytes: a count past that is corrupt, not an allocation.
+  if (count > r.remaining() / 2)
+    r.fail('TRUNCATED', 'Segments', `${count} segments cannot fit in ${r.remaining()} bytes`);
+  const segments: PartitionSegment[] = [];
+  for (let i = 0; i < count; i++) {
+    const kind = r.int8('Kind');
+    if (kind === 0) {
+      segments.push({ kind: 'inline', length: r.uvarint('Length') });
+    } else if (kind === 1) {
+      const at = r.offset;
+      r.skip(RECORD_BATCH_HEADER_SIZE, 'Header');
+      const header = data.subarray(at, at + RECORD_BATCH_HEADER_SIZE);
+      const objectKey = r.compactString('ObjectKey');
+      const position = r.uint32('Position');
+      const length = r.uint32('Length');
+      if (length < RECORD_BATCH_HEADER_SIZE)
+        r.fail('INVALID_VALUE', 'Length', `a batch of ${length} bytes is shorter than its header`);
+      segments.push({ kind: 'reference', header, objectKey, position, length });
+    } else {
+      r.fail('INVALID_VALUE', 'Kind', `segment kind ${kind} is neither inline (0) nor reference (1)`);
+    }
+  }
+  r.done('WalproxyPartitionSegments');
+  return segments;
+}
