@@ -1,5 +1,7 @@
 export * from './config.js';
 export * from './filters/api-versions.js';
+export * from './filters/fetch-fill.js';
+export * from './filters/fetch-strip.js';
 export * from './filters/produce-wal.js';
 export * from './log.js';
 export * from './metadata/topic-names.js';
@@ -12,4 +14,6 @@ export * from './net/proxy-listener.js';
 export * from './sidecar.js';
 export * from './store/index.js';
 export * from './topics/topic-policy.js';
+export * from './wal/batch-index.js';
 export * from './wal/index.js';
+export * from './wal/range-reader.js';

@@ -1,6 +1,8 @@
 import { AdminServer } from './admin/admin-server.js';
 import { peerAddress, type SidecarConfig } from './config.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
+import { FetchFillFilter } from './filters/fetch-fill.js';
+import { FetchStripFilter } from './filters/fetch-strip.js';
 import { ProduceWalFilter } from './filters/produce-wal.js';
 import type { Logger } from './log.js';
 import { TopicNames } from './metadata/topic-names.js';
@@ -10,7 +12,9 @@ import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
 import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
+import { WalBatchIndex } from './wal/batch-index.js';
 import { WalWriter } from './wal/index.js';
+import { WalRangeReader } from './wal/range-reader.js';
 
 /** A startup failure that is the operator's to fix (exit code 2), naming the flag. */
 export class SidecarConfigError extends Error {
@@ -29,6 +33,11 @@ interface WalParts {
   topicNames: TopicNames;
   publisher: WalMetadataPublisher;
   produceFilter: ProduceWalFilter;
+  /** Leader side of replication: follower fetches get references to stored batches. */
+  fetchStrip: FetchStripFilter;
+  /** Follower side: the egress marks fetches and fills references back from the store. */
+  fetchFill: FetchFillFilter;
+  reader: WalRangeReader;
 }
 
 /**
@@ -74,7 +83,7 @@ export class Sidecar {
           name: 'replication',
           listen: config.replicationListen,
           upstream: config.replicationUpstream,
-          filters,
+          filters: this.wal ? [...filters, this.wal.fetchStrip] : filters,
         }),
       );
     }
@@ -85,7 +94,7 @@ export class Sidecar {
           name: `egress-${id}`,
           listen: { host: config.egressListenHost, port: config.egressListenBase! + id },
           upstream: peerAddress(config, id),
-          filters,
+          filters: this.wal ? [...filters, this.wal.fetchFill] : filters,
         }),
       );
     }
@@ -106,6 +115,9 @@ export class Sidecar {
         ? {
             wal: {
               produce: this.wal.produceFilter.stats,
+              fetchStrip: this.wal.fetchStrip.stats,
+              fetchFill: this.wal.fetchFill.stats,
+              reader: this.wal.reader.stats,
               writer: this.wal.writer.stats,
               metadata: { ...this.wal.publisher.stats, queued: this.wal.publisher.queued },
             },
@@ -181,6 +193,10 @@ function createWalParts(config: SidecarConfig, log: Logger): WalParts {
     log,
   });
   const policy = new TopicPolicy(wal.defaults, wal.rules);
-  const produceFilter = new ProduceWalFilter({ writer, policy, topicNames, publisher, log });
-  return { store, writer, topicNames, publisher, produceFilter };
+  const index = new WalBatchIndex();
+  const produceFilter = new ProduceWalFilter({ writer, index, policy, topicNames, publisher, log });
+  const fetchStrip = new FetchStripFilter({ index, topicNames, maxHoldMs: wal.maxHoldMs, log });
+  const reader = new WalRangeReader({ store });
+  const fetchFill = new FetchFillFilter({ reader, log });
+  return { store, writer, topicNames, publisher, produceFilter, fetchStrip, fetchFill, reader };
 }

@@ -38,7 +38,18 @@ export async function createTopic(
     configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })),
   };
   await withAdmin(bootstrap, async (admin) => {
-    await admin.createTopics({ topics: [spec], waitForLeaders: true });
+    await admin.createTopics({ topics: [spec], waitForLeaders: false });
+    // kafkajs' own waitForLeaders can surface UNKNOWN_TOPIC_OR_PARTITION while a KRaft broker's
+    // metadata catches up (kafkajs #815); wait for every partition to have a leader ourselves.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const metadata = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined);
+      const partitionsOf = metadata?.topics[0]?.partitions ?? [];
+      if (partitionsOf.length === partitions && partitionsOf.every((p) => p.leader >= 0)) return;
+      if (Date.now() > deadline)
+        throw new Error(`topic ${topic} has no leader for every partition after 30 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   });
 }
 

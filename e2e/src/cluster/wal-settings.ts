@@ -12,6 +12,9 @@ export function walSidecarArgs(s3: Omit<S3Info, 'pid'>, extra: string[] = []): s
     `--s3-endpoint=${s3.endpoint}`,
     '--s3-force-path-style=true',
     `--wal-topic=${s3.walTopicGlob}`,
+    // The same WAL, but followers replicate these topics the stock way: the baseline that the
+    // replication tests compare against, in the same run.
+    '--topic-config=wal-inline-*:mode=inline',
     ...extra,
   ];
 }

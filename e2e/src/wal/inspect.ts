@@ -110,3 +110,38 @@ export async function readMetadataRecords(
   await consumer.disconnect();
   return records;
 }
+
+/**
+ * Waits until every replica of every partition holds the same batches, then returns, per
+ * partition, the first replica whose log differs from the first one's (empty when identical:
+ * every batch of every segment byte for byte, base offsets and leader epochs included).
+ */
+export async function compareReplicas(
+  dataDirs: Record<number, string>,
+  topic: string,
+  partitions: number,
+  timeoutMs = 90_000,
+): Promise<string[]> {
+  const brokers = Object.keys(dataDirs).map(Number);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const differences: string[] = [];
+    for (let p = 0; p < partitions; p++) {
+      const logs = brokers.map((b) => readPartitionLog(dataDirs[b]!, topic, p));
+      const reference = logs[0]!;
+      logs.forEach((log, i) => {
+        const sameCount = log.length === reference.length;
+        const firstDiff = reference.findIndex(
+          (b, k) => !log[k] || !log[k]!.batch.bytes().equals(b.batch.bytes()),
+        );
+        if (!sameCount || firstDiff >= 0) {
+          differences.push(
+            `${topic}-${p} on broker ${brokers[i]}: ${log.length} batches vs ${reference.length} on broker ${brokers[0]}, first difference at batch ${firstDiff}`,
+          );
+        }
+      });
+    }
+    if (differences.length === 0 || Date.now() > deadline) return differences;
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+}

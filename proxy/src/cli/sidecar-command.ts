@@ -134,7 +134,8 @@ export function sidecarOptions(yargs: Argv): Argv {
     .option('max-hold-ms', {
       type: 'string',
       requiresArg: true,
-      describe: "leader side: hold a follower's Fetch response at most this long for a batch still uploading, then send it inline",
+      describe:
+        "leader side: hold a follower's Fetch response at most this long for a batch still uploading, then send it inline",
       default: SIDECAR_DEFAULTS['max-hold-ms'],
     })
     .option('s3-region', {

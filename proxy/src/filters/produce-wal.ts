@@ -18,6 +18,7 @@ import type { WalMetadataPublisher } from '../metadata/wal-metadata-publisher.js
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
+import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
 
 /** Produce versions whose batches walproxy copies: v3 is the 4.x floor (magic v2), v13 adds topic ids. */
@@ -84,6 +85,8 @@ export class ProduceWalFilter implements FrameFilter {
   constructor(
     private readonly deps: {
       writer: WalWriter;
+      /** Where the leader side finds stored batches again for follower fetches. */
+      index?: WalBatchIndex;
       policy: TopicPolicy;
       topicNames: TopicNames;
       publisher: WalMetadataPublisher | undefined;
@@ -156,6 +159,7 @@ export class ProduceWalFilter implements FrameFilter {
         }
         this.stats.batchesCopied++;
         this.stats.bytesCopied += bytes.length;
+        if (settings.mode === 'wal') this.deps.index?.add(topic, partitionData.index, bytes, ticket);
         batches.push({
           topic,
           topicId: topicData.topicId,

@@ -1,0 +1,227 @@
+import {
+  ApiKey,
+  decodeFetchCapability,
+  decodeFetchRequest,
+  decodeFetchResponse,
+  decodeRequestHeader,
+  decodeResponseHeader,
+  encodeFetchResponse,
+  encodePartitionSegments,
+  FETCH_CAPABILITY_TAG,
+  type FetchResponsePartition,
+  PARTITION_SEGMENTS_TAG,
+  type PartitionSegment,
+  recordBatches,
+  responseHeaderVersion,
+} from '@walproxy/shared';
+import type { Logger } from '../log.js';
+import type { TopicNames } from '../metadata/topic-names.js';
+import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
+import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { IndexedBatch, WalBatchIndex } from '../wal/batch-index.js';
+
+/**
+ * Fetch versions the leader side rewrites: v12 is the first flexible one (tagged fields), v18 the
+ * newest replica fetch (4.1+). A KRaft follower always fetches with a flexible, topic-id version
+ * fixed by metadata.version (kafka-protocol.md §3).
+ */
+export const FETCH_STRIP_VERSIONS = { min: 12, max: 18 } as const;
+
+export interface FetchStripStats {
+  responsesRewritten: number;
+  referencesSent: number;
+  bytesReferenced: number;
+  inlineBytes: number;
+  /** Batches sent inline, by why. */
+  inline: {
+    notInWal: number;
+    notStoredInTime: number;
+    requestedInline: number;
+    unknownTopic: number;
+  };
+  holds: number;
+  holdMsTotal: number;
+  holdMsMax: number;
+}
+
+interface MarkedRequest {
+  /** `${topicId}:${partition}` the follower side asked to get inline. */
+  inline: Set<string>;
+}
+
+/**
+ * Leader side of replication through the WAL (ARCHITECTURE.md, Replication 2), on the
+ * replication ingress. Only a Fetch that the follower's sidecar marked with the capability tag
+ * gets references; a stock follower that reaches the broker without walproxy gets the stock
+ * response. In a marked response, each batch whose exact bytes are stored in a WAL object
+ * becomes a reference (its 61-byte header as the leader stored it + object, position, length);
+ * everything else stays inline, in order. A batch still uploading holds the response at most
+ * `maxHoldMs`, then goes inline: a slow store costs bytes, never availability. Partitions,
+ * session ids, topic ids, errors, high watermark, log start offset and diverging epoch are
+ * written back as the broker sent them.
+ */
+export class FetchStripFilter implements FrameFilter {
+  readonly apiKeys = new Set<number>([ApiKey.Fetch]);
+  readonly stats: FetchStripStats = {
+    responsesRewritten: 0,
+    referencesSent: 0,
+    bytesReferenced: 0,
+    inlineBytes: 0,
+    inline: { notInWal: 0, notStoredInTime: 0, requestedInline: 0, unknownTopic: 0 },
+    holds: 0,
+    holdMsTotal: 0,
+    holdMsMax: 0,
+  };
+  private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
+
+  constructor(
+    private readonly deps: { index: WalBatchIndex; topicNames: TopicNames; maxHoldMs: number; log: Logger },
+  ) {}
+
+  onRequest(info: RequestInfo, frame: Buffer): RequestDecision {
+    if (info.apiVersion >= FETCH_STRIP_VERSIONS.min && info.apiVersion <= FETCH_STRIP_VERSIONS.max) {
+      const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+      const header = decodeRequestHeader(payload);
+      const request = decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
+      const tag = request.taggedFields?.find((t) => t.tag === FETCH_CAPABILITY_TAG);
+      if (tag) {
+        const capability = decodeFetchCapability(tag.data);
+        this.marked.set(info, {
+          inline: new Set(capability.inlineRequests.map((r) => `${r.topicId}:${r.partition}`)),
+        });
+      }
+    }
+    // The broker ignores the unknown tag (KIP-482), so the request goes up as it came.
+    return { action: 'forward', frame, expectResponse: true };
+  }
+
+  onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {
+    const marked = this.marked.get(info);
+    if (!marked) return frame;
+    this.marked.delete(info);
+    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    const { headerLength } = decodeResponseHeader(
+      payload,
+      responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
+    );
+    const response = decodeFetchResponse(payload.subarray(headerLength), info.apiVersion);
+
+    // Which batches are in the WAL, and which of those are still uploading.
+    const plans: Array<{
+      partition: FetchResponsePartition;
+      batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
+    }> = [];
+    const uploading: IndexedBatch[] = [];
+    for (const topic of response.responses) {
+      const topicId = topic.topicId;
+      const name = topicId !== undefined ? this.deps.topicNames.nameOf(topicId) : topic.topic;
+      for (const partition of topic.partitions) {
+        const records = partition.records;
+        if (records === null || records.length === 0) continue;
+        if (name === undefined) {
+          this.stats.inline.unknownTopic++;
+          continue;
+        }
+        if (topicId !== undefined && marked.inline.has(`${topicId}:${partition.partitionIndex}`)) {
+          this.stats.inline.requestedInline++;
+          continue;
+        }
+        const batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }> = [];
+        let anyInWal = false;
+        for (const batch of recordBatches(records)) {
+          if (batch.partial) {
+            batches.push({ bytes: batch.bytes, header: batch.bytes });
+            continue;
+          }
+          const entry = this.deps.index.lookup(name, partition.partitionIndex, batch);
+          if (entry) {
+            anyInWal = true;
+            if (!entry.location) uploading.push(entry);
+            batches.push({ bytes: batch.bytes(), header: batch.header(), entry });
+          } else {
+            this.stats.inline.notInWal++;
+            batches.push({ bytes: batch.bytes(), header: batch.header() });
+          }
+        }
+        if (anyInWal) plans.push({ partition, batches });
+      }
+    }
+    if (plans.length === 0) return frame;
+    const rewrite = () => this.rewrite(frame, info.apiVersion, headerLength, response, plans);
+    if (uploading.length === 0) return rewrite();
+    return this.holdFor(uploading).then(rewrite);
+  }
+
+  /** Waits until the uploading batches are stored or `maxHoldMs` has passed. */
+  private async holdFor(uploading: IndexedBatch[]): Promise<void> {
+    const started = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(uploading.map((e) => e.ticket.durable)),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, this.deps.maxHoldMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    const held = Date.now() - started;
+    this.stats.holds++;
+    this.stats.holdMsTotal += held;
+    this.stats.holdMsMax = Math.max(this.stats.holdMsMax, held);
+  }
+
+  private rewrite(
+    frame: Buffer,
+    version: number,
+    headerLength: number,
+    response: ReturnType<typeof decodeFetchResponse>,
+    plans: Array<{
+      partition: FetchResponsePartition;
+      batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
+    }>,
+  ): Buffer {
+    let referenced = 0;
+    for (const { partition, batches } of plans) {
+      const segments: PartitionSegment[] = [];
+      const inline: Buffer[] = [];
+      for (const b of batches) {
+        const location = b.entry?.location;
+        if (location) {
+          segments.push({
+            kind: 'reference',
+            header: b.header,
+            objectKey: location.objectKey,
+            position: location.position,
+            length: location.length,
+          });
+          referenced++;
+          this.stats.referencesSent++;
+          this.stats.bytesReferenced += b.bytes.length;
+          continue;
+        }
+        if (b.entry) this.stats.inline.notStoredInTime++;
+        const last = segments.at(-1);
+        if (last?.kind === 'inline') last.length += b.bytes.length;
+        else segments.push({ kind: 'inline', length: b.bytes.length });
+        inline.push(b.bytes);
+        this.stats.inlineBytes += b.bytes.length;
+      }
+      partition.records = Buffer.concat(inline);
+      const tags = (partition.taggedFields ?? []).filter((t) => t.tag !== PARTITION_SEGMENTS_TAG);
+      tags.push({ tag: PARTITION_SEGMENTS_TAG, data: encodePartitionSegments(segments) });
+      partition.taggedFields = tags.sort((a, b) => a.tag - b.tag);
+    }
+    // Everything ended up inline (every held batch missed the hold): the broker's bytes as they were.
+    if (referenced === 0) return frame;
+    this.stats.responsesRewritten++;
+    const body = encodeFetchResponse(response, version);
+    return frameOf(frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength), body);
+  }
+}
+
+function frameOf(header: Buffer, body: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + header.length + body.length);
+  out.writeInt32BE(header.length + body.length, 0);
+  header.copy(out, FRAME_SIZE_PREFIX_BYTES);
+  body.copy(out, FRAME_SIZE_PREFIX_BYTES + header.length);
+  return out;
+}

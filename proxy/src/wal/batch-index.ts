@@ -1,0 +1,94 @@
+import { CRC_START, RECORD_BATCH_HEADER_SIZE, type RecordBatch } from '@walproxy/shared';
+import type { WalAppendTicket, WalLocation } from './wal-writer.js';
+
+/** Byte 17 of a batch is its CRC; 17..61 is everything the leader does not rewrite. */
+const STABLE_HEADER_START = CRC_START - 4;
+
+/** One produced batch the WAL holds (or is uploading), as the leader side can find it again. */
+export interface IndexedBatch {
+  /** Bytes 17..61 of the produced batch: CRC, attributes, offsets delta, timestamps, producer state, count. */
+  readonly stableHeader: Buffer;
+  readonly ticket: WalAppendTicket;
+  location?: WalLocation;
+  failed: boolean;
+  readonly addedAtMs: number;
+}
+
+export interface WalBatchIndexOptions {
+  /** Entries kept at most; the oldest go first. Followers fetch within milliseconds. */
+  maxEntries?: number;
+  /** Entries older than this are dropped: a follower that far behind gets inline bytes. */
+  maxAgeMs?: number;
+  now?: () => number;
+}
+
+/**
+ * Finds, for a batch in a Fetch response (as the leader stored it), the produced batch the WAL
+ * holds. The leader rewrites only the base offset and partition leader epoch of a batch it
+ * accepts unchanged (kafka-protocol.md §5), neither of which the CRC covers; so a log batch is
+ * the WAL's batch when partition, CRC and length match and its header bytes 17..61 are the
+ * produced batch's. The CRC then vouches for the body (the design's "skip the computation when
+ * header bytes 17..61 are identical"). A batch the broker recompressed or restamped
+ * (LogAppendTime) has another CRC and is simply not found: it goes inline.
+ */
+export class WalBatchIndex {
+  private readonly entries = new Map<string, IndexedBatch>();
+  private readonly maxEntries: number;
+  private readonly maxAgeMs: number;
+  private readonly now: () => number;
+
+  constructor(options: WalBatchIndexOptions = {}) {
+    this.maxEntries = options.maxEntries ?? 1_000_000;
+    this.maxAgeMs = options.maxAgeMs ?? 120_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  add(topic: string, partition: number, batch: Buffer, ticket: WalAppendTicket): void {
+    const crc = batch.readUInt32BE(STABLE_HEADER_START);
+    const entry: IndexedBatch = {
+      stableHeader: Buffer.from(batch.subarray(STABLE_HEADER_START, RECORD_BATCH_HEADER_SIZE)),
+      ticket,
+      failed: false,
+      addedAtMs: this.now(),
+    };
+    ticket.durable.then(
+      (location) => {
+        entry.location = location;
+      },
+      () => {
+        entry.failed = true;
+      },
+    );
+    const key = keyOf(topic, partition, crc, batch.length);
+    // Re-insert so the Map's order stays the age order (an idempotent retry of the same batch).
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    this.evict();
+  }
+
+  lookup(topic: string, partition: number, batch: RecordBatch): IndexedBatch | undefined {
+    const entry = this.entries.get(keyOf(topic, partition, batch.crc, batch.size));
+    if (!entry || entry.failed) return undefined;
+    const stored = batch.buffer.subarray(
+      batch.offset + STABLE_HEADER_START,
+      batch.offset + RECORD_BATCH_HEADER_SIZE,
+    );
+    return stored.equals(entry.stableHeader) ? entry : undefined;
+  }
+
+  private evict(): void {
+    const oldest = this.now() - this.maxAgeMs;
+    for (const [key, entry] of this.entries) {
+      if (this.entries.size <= this.maxEntries && entry.addedAtMs >= oldest) break;
+      this.entries.delete(key);
+    }
+  }
+}
+
+function keyOf(topic: string, partition: number, crc: number, length: number): string {
+  return `${topic}\u0000${partition}\u0000${crc}\u0000${length}`;
+}

@@ -1,0 +1,301 @@
+import {
+  ApiKey,
+  decodeFetchResponse,
+  decodePartitionSegments,
+  encodeFetchCapability,
+  encodeFetchRequest,
+  encodeFetchResponse,
+  encodeRequestHeader,
+  encodeResponseHeader,
+  FETCH_CAPABILITY_TAG,
+  type FetchResponse,
+  PARTITION_SEGMENTS_TAG,
+} from '@walproxy/shared';
+import { describe, expect, it } from 'vitest';
+import { sampleBatch } from '../../../shared/test/helpers/record-batches.js';
+import { FetchStripFilter } from '../../src/filters/fetch-strip.js';
+import { createLogger } from '../../src/log.js';
+import type { TopicNames } from '../../src/metadata/topic-names.js';
+import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { WalBatchIndex } from '../../src/wal/batch-index.js';
+import type { WalAppendTicket, WalLocation } from '../../src/wal/index.js';
+
+const TOPIC_ID = 'aa'.repeat(16);
+const VERSION = 17;
+
+function frame(parts: Buffer[]): Buffer {
+  const size = Buffer.alloc(4);
+  size.writeInt32BE(
+    parts.reduce((n, p) => n + p.length, 0),
+    0,
+  );
+  return Buffer.concat([size, ...parts]);
+}
+
+function fetchRequest(inline: Array<{ partition: number }> | 'unmarked'): Buffer {
+  const taggedFields =
+    inline === 'unmarked'
+      ? []
+      : [
+          {
+            tag: FETCH_CAPABILITY_TAG,
+            data: encodeFetchCapability({
+              inlineRequests: inline.map((r) => ({
+                topicId: TOPIC_ID,
+                partition: r.partition,
+                fromOffset: 0n,
+              })),
+            }),
+          },
+        ];
+  return frame([
+    encodeRequestHeader({
+      apiKey: ApiKey.Fetch,
+      apiVersion: VERSION,
+      correlationId: 9,
+      clientId: 'broker-2-fetcher-0',
+    }),
+    encodeFetchRequest(
+      {
+        maxWaitMs: 500,
+        minBytes: 1,
+        maxBytes: 10 << 20,
+        isolationLevel: 0,
+        sessionId: 0,
+        sessionEpoch: 0,
+        topics: [
+          { topicId: TOPIC_ID, partitions: [{ partition: 0, fetchOffset: 0n, partitionMaxBytes: 1 << 20 }] },
+        ],
+        forgottenTopicsData: [],
+        rackId: '',
+        replicaState: { replicaId: 2, replicaEpoch: 7n },
+        taggedFields,
+      },
+      VERSION,
+    ),
+  ]);
+}
+
+function fetchResponse(records: Buffer): { frame: Buffer; body: FetchResponse } {
+  const body: FetchResponse = {
+    throttleTimeMs: 0,
+    errorCode: 0,
+    sessionId: 77,
+    responses: [
+      {
+        topicId: TOPIC_ID,
+        partitions: [
+          {
+            partitionIndex: 0,
+            errorCode: 0,
+            highWatermark: 100n,
+            lastStableOffset: 100n,
+            logStartOffset: 0n,
+            abortedTransactions: null,
+            preferredReadReplica: -1,
+            records,
+          },
+        ],
+      },
+    ],
+  };
+  return {
+    frame: frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]),
+    body,
+  };
+}
+
+function ticket(location: Promise<WalLocation>): WalAppendTicket {
+  return { durable: location } as WalAppendTicket;
+}
+
+/** As the leader stores it: same bytes as produced except base offset and leader epoch. */
+function asStored(produced: Buffer, baseOffset: bigint): Buffer {
+  const stored = Buffer.from(produced);
+  stored.writeBigInt64BE(baseOffset, 0);
+  stored.writeInt32BE(5, 12);
+  return stored;
+}
+
+function setup(maxHoldMs = 200) {
+  const index = new WalBatchIndex();
+  const topicNames = {
+    nameOf: (id: string) => (id === TOPIC_ID ? 'wal-orders' : undefined),
+  } as unknown as TopicNames;
+  const filter = new FetchStripFilter({ index, topicNames, maxHoldMs, log: createLogger('silent') });
+  return { index, filter };
+}
+
+const info = (): RequestInfo => ({ apiKey: ApiKey.Fetch, apiVersion: VERSION, correlationId: 9 });
+
+function segmentsOf(response: Buffer) {
+  const body = decodeFetchResponse(response.subarray(4 + 5), VERSION);
+  const partition = body.responses[0]!.partitions[0]!;
+  const tag = partition.taggedFields?.find((t) => t.tag === PARTITION_SEGMENTS_TAG);
+  return { body, partition, segments: tag ? decodePartitionSegments(tag.data) : undefined };
+}
+
+describe('FetchStripFilter', () => {
+  it('replaces stored batches by references and keeps the rest inline, in order', async () => {
+    const { index, filter } = setup();
+    // Given two produced batches stored in the WAL, and one the WAL never saw
+    const a = sampleBatch(0n, 3, 100, 1);
+    const b = sampleBatch(0n, 2, 50, 2);
+    const c = sampleBatch(0n, 1, 10, 3);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    index.add(
+      'wal-orders',
+      0,
+      c,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o2',
+          position: 28,
+          length: c.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    await Promise.resolve();
+    const storedA = asStored(a, 0n);
+    const storedB = asStored(b, 3n);
+    const storedC = asStored(c, 5n);
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When the broker answers a marked fetch with a, b, c
+    const { frame: response, body } = fetchResponse(Buffer.concat([storedA, storedB, storedC]));
+    const out = await filter.onResponse(i, response);
+    // Then records hold only b, and the segments say: ref(a), inline(b), ref(c) with the leader's headers
+    const { partition, segments, body: rewritten } = segmentsOf(out);
+    expect(partition.records!.equals(storedB)).toBe(true);
+    expect(segments).toEqual([
+      { kind: 'reference', header: storedA.subarray(0, 61), objectKey: 'o1', position: 28, length: a.length },
+      { kind: 'inline', length: storedB.length },
+      { kind: 'reference', header: storedC.subarray(0, 61), objectKey: 'o2', position: 28, length: c.length },
+    ]);
+    // And nothing else changed
+    expect(rewritten.sessionId).toBe(body.sessionId);
+    expect(partition.highWatermark).toBe(100n);
+    expect(filter.stats.referencesSent).toBe(2);
+  });
+
+  it('gives an unmarked fetch (a stock follower) the broker bytes untouched', () => {
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    const i = info();
+    filter.onRequest(i, fetchRequest('unmarked'));
+    const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(filter.onResponse(i, response)).toBe(response);
+  });
+
+  it('sends a partition inline when the follower side asked for it', () => {
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    const i = info();
+    filter.onRequest(i, fetchRequest([{ partition: 0 }]));
+    const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.inline.requestedInline).toBe(1);
+  });
+
+  it('holds a response for a batch still uploading, then references it', async () => {
+    const { index, filter } = setup(5_000);
+    const a = sampleBatch(0n, 3, 100, 1);
+    let store!: (l: WalLocation) => void;
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        new Promise((r) => {
+          store = r;
+        }),
+      ),
+    );
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const pending = filter.onResponse(i, fetchResponse(asStored(a, 0n)).frame);
+    expect(pending).toBeInstanceOf(Promise);
+    store({ objectKey: 'o1', position: 28, length: a.length, objectSize: 999, uploadedAtMs: 1 });
+    const { segments } = segmentsOf(await pending);
+    expect(segments?.[0]).toMatchObject({ kind: 'reference', objectKey: 'o1' });
+  });
+
+  it('sends a batch inline when its upload outlasts the hold', async () => {
+    const { index, filter } = setup(20);
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add('wal-orders', 0, a, ticket(new Promise(() => undefined)));
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(await filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.inline.notStoredInTime).toBe(1);
+  });
+
+  it('does not reference a batch the broker rewrote (its header bytes 17..61 differ)', () => {
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    const rewritten = asStored(a, 0n);
+    rewritten.writeBigInt64BE(123n, 35); // e.g. LogAppendTime restamped MaxTimestamp (same CRC by accident)
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const { frame: response } = fetchResponse(rewritten);
+    expect(filter.onResponse(i, response)).toBe(response);
+  });
+});

@@ -1,0 +1,231 @@
+import { describe, expect, it } from 'vitest';
+import type { ByteRange } from '../../src/store/index.js';
+import { WalRangeReader } from '../../src/wal/range-reader.js';
+import { type Gate, gate, MemoryObjectStore, unreachable } from './memory-store.js';
+
+/** Records every GET and lets a test hold or fail it. */
+class RecordingStore extends MemoryObjectStore {
+  readonly gets: { key: string; range: ByteRange | undefined }[] = [];
+  getsRunning = 0;
+  maxGetsRunning = 0;
+  /** Runs before each GET reads; `call` counts from 1. */
+  beforeGet: (key: string, call: number) => Promise<void> = async () => {};
+
+  override async get(key: string, range?: ByteRange): Promise<Buffer> {
+    const call = this.gets.push({ key, range });
+    this.getsRunning++;
+    this.maxGetsRunning = Math.max(this.maxGetsRunning, this.getsRunning);
+    try {
+      await this.beforeGet(key, call);
+      return await super.get(key, range);
+    } finally {
+      this.getsRunning--;
+    }
+  }
+}
+
+/** An object whose byte i is i mod 251, so any slice says where it came from. */
+function object(size: number): Buffer {
+  return Buffer.from(Array.from({ length: size }, (_, i) => i % 251));
+}
+
+function storeWith(objects: Record<string, number>): RecordingStore {
+  const store = new RecordingStore();
+  for (const [key, size] of Object.entries(objects)) store.objects.set(key, object(size));
+  return store;
+}
+
+/** Lets every callback already queued run, so GETs that can start have started. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+describe('WalRangeReader', () => {
+  it('reads every range of one object with one GET spanning them', async () => {
+    // Given an object of 1,000 bytes
+    const store = storeWith({ 'wal/a': 1000 });
+    const reader = new WalRangeReader({ store });
+
+    // When three ranges of it are read in one call
+    const ranges = [
+      { offset: 500, length: 20 },
+      { offset: 100, length: 5 },
+      { offset: 40, length: 10 },
+    ];
+    const got = await reader.read('wal/a', ranges);
+
+    // Then one GET covers them all, and each buffer holds the object's bytes
+    expect(store.gets).toEqual([{ key: 'wal/a', range: { offset: 40, length: 480 } }]);
+    const whole = store.objects.get('wal/a')!;
+    expect(got).toEqual(ranges.map((r) => whole.subarray(r.offset, r.offset + r.length)));
+    expect(reader.stats).toMatchObject({ gets: 1, bytesFetched: 480, cacheMisses: 1, cachedBytes: 480 });
+  });
+
+  it('serves ranges inside a span it fetched from the cache', async () => {
+    // Given a span already read
+    const store = storeWith({ 'wal/a': 1000 });
+    const reader = new WalRangeReader({ store });
+    await reader.read('wal/a', [{ offset: 100, length: 400 }]);
+
+    // When ranges inside it are read, then one outside it
+    const inside = await reader.read('wal/a', [
+      { offset: 150, length: 10 },
+      { offset: 400, length: 100 },
+    ]);
+    await reader.read('wal/a', [{ offset: 450, length: 100 }]);
+
+    // Then only the range outside needs a GET
+    const whole = store.objects.get('wal/a')!;
+    expect(inside).toEqual([whole.subarray(150, 160), whole.subarray(400, 500)]);
+    expect(store.gets.map((g) => g.range)).toEqual([
+      { offset: 100, length: 400 },
+      { offset: 450, length: 100 },
+    ]);
+    expect(reader.stats).toMatchObject({ cacheHits: 1, cacheMisses: 2 });
+  });
+
+  it('shares a GET in flight with reads whose ranges it covers', async () => {
+    // Given a GET held open
+    const store = storeWith({ 'wal/a': 1000 });
+    const held = gate();
+    store.beforeGet = () => held.promise;
+    const reader = new WalRangeReader({ store });
+    const first = reader.read('wal/a', [{ offset: 0, length: 600 }]);
+
+    // When the same span and a span inside it are read before it returns
+    const same = reader.read('wal/a', [{ offset: 0, length: 600 }]);
+    const inside = reader.read('wal/a', [{ offset: 10, length: 20 }]);
+    held.open();
+
+    // Then one GET answers all three
+    const whole = store.objects.get('wal/a')!;
+    expect(await first).toEqual([whole.subarray(0, 600)]);
+    expect(await same).toEqual([whole.subarray(0, 600)]);
+    expect(await inside).toEqual([whole.subarray(10, 30)]);
+    expect(store.gets).toHaveLength(1);
+    expect(reader.stats).toMatchObject({ gets: 1, cacheMisses: 3, sharedGets: 2 });
+  });
+
+  it('keeps cached bytes under the bound by evicting the least recently used span', async () => {
+    // Given a cache of 250 bytes holding spans of A then B (100 bytes each), A used since
+    const store = storeWith({ 'wal/a': 100, 'wal/b': 100, 'wal/c': 100 });
+    const reader = new WalRangeReader({ store, maxCacheBytes: 250 });
+    const all = [{ offset: 0, length: 100 }];
+    await reader.read('wal/a', all);
+    await reader.read('wal/b', all);
+    await reader.read('wal/a', all);
+
+    // When a third span is cached
+    await reader.read('wal/c', all);
+
+    // Then B, the least recently used, is gone and A is still there
+    expect(reader.stats.cachedBytes).toBe(200);
+    await reader.read('wal/a', all);
+    await reader.read('wal/b', all);
+    expect(store.gets.map((g) => g.key)).toEqual(['wal/a', 'wal/b', 'wal/c', 'wal/b']);
+  });
+
+  it('does not cache a span larger than the whole cache', async () => {
+    // Given a cache of 50 bytes
+    const store = storeWith({ 'wal/a': 100 });
+    const reader = new WalRangeReader({ store, maxCacheBytes: 50 });
+
+    // When a 100-byte span is read twice
+    await reader.read('wal/a', [{ offset: 0, length: 100 }]);
+    await reader.read('wal/a', [{ offset: 0, length: 100 }]);
+
+    // Then both reads go to the store
+    expect(store.gets).toHaveLength(2);
+    expect(reader.stats.cachedBytes).toBe(0);
+  });
+
+  it("rejects with the store's error and does not cache the failure", async () => {
+    // Given a store whose first GET fails
+    const store = storeWith({ 'wal/a': 100 });
+    const failure = unreachable('wal/a');
+    store.beforeGet = async (_key, call) => {
+      if (call === 1) throw failure;
+    };
+    const reader = new WalRangeReader({ store });
+    const range = [{ offset: 0, length: 100 }];
+
+    // When the same range is read twice
+    const first = reader.read('wal/a', range);
+
+    // Then the first read fails with that very error, and the second asks the store again
+    await expect(first).rejects.toBe(failure);
+    expect(reader.stats.cachedBytes).toBe(0);
+    expect(await reader.read('wal/a', range)).toEqual([store.objects.get('wal/a')]);
+    expect(store.gets).toHaveLength(2);
+  });
+
+  it('rejects a short read instead of returning fewer bytes', async () => {
+    // Given an object of 100 bytes (the memory store answers past its end with fewer bytes)
+    const store = storeWith({ 'wal/a': 100 });
+    const reader = new WalRangeReader({ store });
+
+    // When a range running past its end is read
+    const read = reader.read('wal/a', [{ offset: 50, length: 100 }]);
+
+    // Then the read fails and nothing is cached
+    await expect(read).rejects.toThrow(/returned 50 bytes for 100 bytes at 50/);
+    expect(reader.stats).toMatchObject({ cachedBytes: 0, bytesFetched: 0 });
+  });
+
+  it('runs at most maxConcurrentGets GETs at once, the rest in call order', async () => {
+    // Given a limit of 2 and GETs that each wait for their own gate
+    const keys = ['wal/1', 'wal/2', 'wal/3', 'wal/4', 'wal/5'];
+    const store = storeWith(Object.fromEntries(keys.map((k) => [k, 10])));
+    const gates: Gate[] = keys.map(() => gate());
+    store.beforeGet = (_key, call) => gates[call - 1]!.promise;
+    const reader = new WalRangeReader({ store, maxConcurrentGets: 2 });
+
+    // When five objects are read at once
+    const reads = keys.map((k) => reader.read(k, [{ offset: 0, length: 10 }]));
+    await settle();
+
+    // Then two GETs start; each one that ends lets the next waiting one start
+    expect(store.gets.map((g) => g.key)).toEqual(['wal/1', 'wal/2']);
+    gates[0]!.open();
+    await reads[0];
+    await settle();
+    expect(store.gets.map((g) => g.key)).toEqual(['wal/1', 'wal/2', 'wal/3']);
+    for (const g of gates) g.open();
+    await Promise.all(reads);
+    expect(store.gets.map((g) => g.key)).toEqual(keys);
+    expect(store.maxGetsRunning).toBe(2);
+  });
+
+  it('answers empty ranges without a GET', async () => {
+    // Given an object
+    const store = storeWith({ 'wal/a': 100 });
+    const reader = new WalRangeReader({ store });
+
+    // When no range, or only empty ranges, are read, then an empty range among others
+    const none = await reader.read('wal/a', []);
+    const empties = await reader.read('wal/a', [{ offset: 90, length: 0 }]);
+    const mixed = await reader.read('wal/a', [
+      { offset: 10, length: 5 },
+      { offset: 99, length: 0 },
+    ]);
+
+    // Then empty ranges get empty buffers and do not widen the one GET
+    expect(none).toEqual([]);
+    expect(empties).toEqual([Buffer.alloc(0)]);
+    expect(mixed).toEqual([store.objects.get('wal/a')!.subarray(10, 15), Buffer.alloc(0)]);
+    expect(store.gets.map((g) => g.range)).toEqual([{ offset: 10, length: 5 }]);
+  });
+
+  it('refuses options and ranges that cannot work', async () => {
+    // Given a store
+    const store = storeWith({ 'wal/a': 100 });
+
+    // When the reader gets impossible limits or a negative range
+    // Then it says so
+    expect(() => new WalRangeReader({ store, maxConcurrentGets: 0 })).toThrow(RangeError);
+    expect(() => new WalRangeReader({ store, maxCacheBytes: -1 })).toThrow(RangeError);
+    await expect(new WalRangeReader({ store }).read('wal/a', [{ offset: -1, length: 5 }])).rejects.toThrow(
+      RangeError,
+    );
+  });
+});
