@@ -187,6 +187,7 @@ export class ConnectionPipe {
         this.slots.push(slot);
         this.awaitingUpstream.push(slot);
       }
+      this.options.counters.bytesToUpstream += decision.frame.length;
       this.upstream.write(decision.frame);
       return true;
     } catch (error) {
@@ -245,7 +246,9 @@ export class ConnectionPipe {
     if (this.closed || this.slots[0]?.output === undefined) return;
     this.downstream.cork();
     while (this.slots[0]?.output !== undefined) {
-      this.downstream.write(this.slots.shift()!.output!);
+      const output = this.slots.shift()!.output!;
+      this.options.counters.bytesToDownstream += output.length;
+      this.downstream.write(output);
     }
     this.downstream.uncork();
     if (this.downstream.writableLength > this.options.maxBufferedBytes) this.upstream.pause();

@@ -4,8 +4,12 @@ export interface ListenerCounters {
   connectionsActive: number;
   /** Requests forwarded (or answered locally), by API name. */
   requests: Record<string, number>;
+  /** Bytes as received, before any filter. */
   bytesFromDownstream: number;
   bytesFromUpstream: number;
+  /** Bytes as sent, after filters (a leader-side response with references is smaller). */
+  bytesToDownstream: number;
+  bytesToUpstream: number;
   closedForProtocolError: number;
   upstreamConnectFailures: number;
 }
@@ -17,6 +21,8 @@ export function newListenerCounters(): ListenerCounters {
     requests: {},
     bytesFromDownstream: 0,
     bytesFromUpstream: 0,
+    bytesToDownstream: 0,
+    bytesToUpstream: 0,
     closedForProtocolError: 0,
     upstreamConnectFailures: 0,
   };

@@ -126,6 +126,9 @@ describe('ProxyListener', () => {
       expect(frame.equals(response(i, Buffer.from(`payload-${i}`)))).toBe(true);
     });
     expect(listener.counters.requests['Metadata v1']).toBe(200);
+    // And the counters say what was sent on each side, not only what was received
+    expect(listener.counters.bytesToUpstream).toBe(stream.length);
+    expect(listener.counters.bytesToDownstream).toBe(c.frames.reduce((n, f) => n + f.length, 0));
   });
 
   it('stops reading the upstream while the downstream does not read, then delivers everything', async () => {
