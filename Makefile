@@ -9,7 +9,7 @@ export KAFKA_VERSION
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps apt-install test test-unit e2e demo bench lint format clean
+.PHONY: help deps build kafka system-deps apt-install helm test test-unit e2e demo bench lint format clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -22,6 +22,7 @@ deps: $(STAMP)
 
 build: deps
 	npx tsc -b shared proxy e2e
+	npx tsc --noEmit -p deploy
 
 # Stock Apache Kafka from Maven Central into .cache/kafka/$(KAFKA_VERSION)/.
 kafka:
@@ -40,9 +41,18 @@ apt-install:
 	  if [ ! -f $(APT_STAMP) ]; then $$SUDO apt-get update -qq && mkdir -p .cache && touch $(APT_STAMP); fi; \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(PKGS) >/dev/null
 
+# helm, pinned, built from the Go module proxy into .cache/bin (the chart tests in deploy/test run it);
+# skipped when .cache/bin/helm already reports the pinned version.
+HELM_VERSION := v3.22.0
+helm:
+	@if [ "$$(.cache/bin/helm version --template '{{.Version}}' 2>/dev/null)" = "$(HELM_VERSION)" ]; then :; else \
+	  command -v go >/dev/null || { echo "make: go is required to build helm" >&2; exit 1; }; \
+	  mkdir -p .cache/bin && GOBIN=$(CURDIR)/.cache/bin GOFLAGS=-buildvcs=false nice -n 19 go install \
+	    -ldflags '-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+
 test: test-unit e2e
 
-test-unit: build
+test-unit: build helm
 	npx vitest run --project unit
 
 e2e: build kafka system-deps
@@ -61,6 +71,7 @@ bench: build kafka system-deps
 lint: deps
 	npx biome check .
 	npx tsc -b shared proxy e2e
+	npx tsc --noEmit -p deploy
 
 format: deps
 	npx biome check --write .

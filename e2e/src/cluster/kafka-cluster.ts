@@ -5,6 +5,7 @@ import path from 'node:path';
 import { kafkaLibDir, kafkaVersion, repoRoot, sidecarEntry } from './paths.js';
 import { findFreeBase, type PortPlan, portPlan } from './ports.js';
 import { ManagedProcess } from './process.js';
+import { brokerListenerSettings, egressBrokerIds, sidecarFlags } from './topology-rules.js';
 
 export const BROKER_IDS = [1, 2, 3] as const;
 export const CONTROLLER_ID = 100;
@@ -63,8 +64,8 @@ function properties(entries: Record<string, string | number>): string {
  * A local KRaft cluster of stock Apache Kafka: one controller and brokers 1–3 (racks zone-a..c),
  * each with its own data and log directory, optionally each behind a walproxy sidecar.
  *
- * Listener wiring (ARCHITECTURE.md, topology): CLIENT is bound on loopback and advertised at the
- * sidecar's client ingress; the inter-broker REPLICATION listener is advertised at
+ * Listener wiring (ARCHITECTURE.md, topology; the rules are in topology-rules.ts, which the Helm
+ * chart's test checks too): CLIENT is bound on loopback and advertised at the sidecar's client ingress; the inter-broker REPLICATION listener is advertised at
  * localhost:<egress port of this broker>, so a follower's replica fetcher dials the egress, which
  * forwards to the leader's replication ingress. In this single-namespace layout one egress
  * listener per broker id (hosted by that broker's sidecar) is shared by all followers. DIRECT
@@ -122,6 +123,11 @@ export class KafkaCluster {
   /** The directory holding broker `brokerId`'s partition logs (log.dirs). */
   dataDir(brokerId: number): string {
     return path.join(this.workDir, `broker-${brokerId}`, 'data');
+  }
+
+  /** Every broker's log.dirs, by broker id. */
+  workDirDataDirs(): Record<number, string> {
+    return Object.fromEntries(BROKER_IDS.map((id) => [id, this.dataDir(id)]));
   }
 
   adminUrl(brokerId: number): string {
@@ -189,19 +195,27 @@ export class KafkaCluster {
 
   private brokerProperties(id: number): Record<string, string | number> {
     const p = this.ports;
-    const clientAdvertised = this.withSidecars ? p.sidecarClient(id) : p.brokerClient(id);
-    const replicationAdvertised = this.withSidecars
-      ? `localhost:${p.egress(id)}`
-      : `127.0.0.1:${p.brokerReplication(id)}`;
     return {
       'process.roles': 'broker',
       'node.id': id,
-      listeners: `CLIENT://127.0.0.1:${p.brokerClient(id)},REPLICATION://127.0.0.1:${p.brokerReplication(id)},DIRECT://127.0.0.1:${p.brokerDirect(id)}`,
-      'advertised.listeners': `CLIENT://127.0.0.1:${clientAdvertised},REPLICATION://${replicationAdvertised},DIRECT://127.0.0.1:${p.brokerDirect(id)}`,
-      'listener.security.protocol.map':
-        'CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT,DIRECT:PLAINTEXT,CONTROLLER:PLAINTEXT',
-      'inter.broker.listener.name': 'REPLICATION',
-      'broker.rack': RACKS[id]!,
+      ...brokerListenerSettings({
+        brokerId: id,
+        upstreamHost: '127.0.0.1',
+        clientUpstreamPort: p.brokerClient(id),
+        replicationUpstreamPort: p.brokerReplication(id),
+        clientAdvertisedHost: '127.0.0.1',
+        clientAdvertisedPort: p.sidecarClient(id),
+        egressBase: p.egress(0),
+        rack: RACKS[id]!,
+        withSidecar: this.withSidecars,
+        extraListeners: [
+          {
+            name: 'DIRECT',
+            bind: `127.0.0.1:${p.brokerDirect(id)}`,
+            advertised: `127.0.0.1:${p.brokerDirect(id)}`,
+          },
+        ],
+      }),
       'replica.selector.class': 'org.apache.kafka.common.replica.RackAwareReplicaSelector',
       'log.dirs': this.dataDir(id),
       ...this.commonProperties(),
@@ -291,15 +305,19 @@ export class KafkaCluster {
     const p = this.ports;
     return [
       'sidecar',
-      `--broker-id=${id}`,
-      `--client-listen=127.0.0.1:${p.sidecarClient(id)}`,
-      `--client-upstream=127.0.0.1:${p.brokerClient(id)}`,
-      `--replication-listen=127.0.0.1:${p.sidecarReplication(id)}`,
-      `--replication-upstream=127.0.0.1:${p.brokerReplication(id)}`,
-      `--egress-listen-base=${p.egress(0)}`,
-      `--egress-broker-ids=${id}`,
-      ...BROKER_IDS.map((peer) => `--peer-address=${peer}=127.0.0.1:${p.sidecarReplication(peer)}`),
-      `--admin-listen=127.0.0.1:${p.sidecarAdmin(id)}`,
+      ...sidecarFlags({
+        brokerId: id,
+        clientListen: `127.0.0.1:${p.sidecarClient(id)}`,
+        clientUpstream: `127.0.0.1:${p.brokerClient(id)}`,
+        replicationListen: `127.0.0.1:${p.sidecarReplication(id)}`,
+        replicationUpstream: `127.0.0.1:${p.brokerReplication(id)}`,
+        egressBase: p.egress(0),
+        egressBrokerIds: egressBrokerIds('shared-namespace', id, BROKER_IDS),
+        peers: {
+          addresses: BROKER_IDS.map((peer) => [peer, `127.0.0.1:${p.sidecarReplication(peer)}`] as const),
+        },
+        adminListen: `127.0.0.1:${p.sidecarAdmin(id)}`,
+      }),
       ...(this.options.sidecarArgs?.(id) ?? []),
     ];
   }
@@ -359,6 +377,8 @@ export interface ListenerCounters {
   requests: Record<string, number>;
   bytesFromDownstream: number;
   bytesFromUpstream: number;
+  bytesToDownstream: number;
+  bytesToUpstream: number;
   closedForProtocolError: number;
 }
 
@@ -370,6 +390,8 @@ export interface SidecarCounters {
     produce: Record<string, number>;
     writer: Record<string, number>;
     metadata: Record<string, number>;
+    fetchStrip?: Record<string, unknown>;
+    fetchFill?: Record<string, unknown>;
   };
 }
 

@@ -1,0 +1,151 @@
+{{/* Names ------------------------------------------------------------------------------------ */}}
+{{- define "walproxy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "walproxy.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "walproxy.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "walproxy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "broker") */}}
+{{- define "walproxy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "walproxy.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "walproxy.brokerName" -}}{{ include "walproxy.fullname" . }}-broker{{- end -}}
+{{- define "walproxy.brokerHeadless" -}}{{ include "walproxy.fullname" . }}-broker-headless{{- end -}}
+{{- define "walproxy.controllerName" -}}{{ include "walproxy.fullname" . }}-controller{{- end -}}
+{{- define "walproxy.controllerHeadless" -}}{{ include "walproxy.fullname" . }}-controller-headless{{- end -}}
+{{- define "walproxy.configName" -}}{{ include "walproxy.fullname" . }}-config{{- end -}}
+
+{{- define "walproxy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "walproxy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* DNS name of broker pod N's sidecar: (dict "root" $ "id" N) */}}
+{{- define "walproxy.brokerHost" -}}
+{{- printf "%s-%d.%s.%s.svc.%s" (include "walproxy.brokerName" .root) (int .id) (include "walproxy.brokerHeadless" .root) .root.Release.Namespace .root.Values.clusterDomain -}}
+{{- end -}}
+
+{{- define "walproxy.controllerHost" -}}
+{{- printf "%s-%d.%s.%s.svc.%s" (include "walproxy.controllerName" .root) (int .ordinal) (include "walproxy.controllerHeadless" .root) .root.Release.Namespace .root.Values.clusterDomain -}}
+{{- end -}}
+
+{{/* controller.quorum.voters: id@host:port,… (a static quorum, kraft.version 0) */}}
+{{- define "walproxy.quorumVoters" -}}
+{{- $voters := list -}}
+{{- range $i := until (int .Values.controllers.replicas) -}}
+{{- $voters = append $voters (printf "%d@%s:%d" (add (int $.Values.controllers.nodeIdBase) $i) (include "walproxy.controllerHost" (dict "root" $ "ordinal" $i)) (int $.Values.controllers.port)) -}}
+{{- end -}}
+{{- join "," $voters -}}
+{{- end -}}
+
+{{/*
+KRaft cluster id: the value, or derived from namespace and release (stable across upgrades):
+21 hex digits and "A", a canonical base64url encoding of 16 bytes (the last character's unused
+low bits are zero), as Kafka's Uuid.fromString expects.
+*/}}
+{{- define "walproxy.clusterId" -}}
+{{- if .Values.kafka.clusterId -}}
+{{- .Values.kafka.clusterId -}}
+{{- else -}}
+{{- printf "walproxy/%s/%s" .Release.Namespace .Release.Name | sha256sum | trunc 21 -}}A
+{{- end -}}
+{{- end -}}
+
+{{- define "walproxy.image" -}}
+{{- printf "%s:%s" .Values.walproxy.image.repository (default .Chart.AppVersion .Values.walproxy.image.tag) -}}
+{{- end -}}
+
+{{/* Every broker id, comma-separated: the egress ids of every sidecar (each pod has its own localhost). */}}
+{{- define "walproxy.brokerIds" -}}
+{{- $ids := list -}}
+{{- range $i := until (int .Values.brokers.replicas) -}}{{- $ids = append $ids (toString $i) -}}{{- end -}}
+{{- join "," $ids -}}
+{{- end -}}
+
+{{- define "walproxy.walEnabled" -}}
+{{- if or .Values.walproxy.wal.storeUrl .Values.walproxy.wal.storeUrlByZone -}}true{{- end -}}
+{{- end -}}
+
+{{/* server.properties lines of a map, sorted; whole floats (YAML numbers) printed as integers. */}}
+{{- define "walproxy.properties" -}}
+{{- $lines := list -}}
+{{- range $key, $value := . -}}
+{{- $text := toString $value -}}
+{{- if and (kindIs "float64" $value) (eq $value (floor $value)) -}}{{- $text = toString (int64 $value) -}}{{- end -}}
+{{- $lines = append $lines (printf "%s=%s" $key $text) -}}
+{{- end -}}
+{{- join "\n" $lines -}}
+{{- end -}}
+
+{{/* Settings the chart owns; values may not override them. */}}
+{{- define "walproxy.validate" -}}
+{{- $reserved := list "node.id" "process.roles" "listeners" "advertised.listeners" "listener.security.protocol.map" "inter.broker.listener.name" "controller.listener.names" "controller.quorum.voters" "controller.quorum.bootstrap.servers" "broker.rack" "log.dirs" "log.dir" -}}
+{{- range $key, $_ := .Values.brokers.config -}}
+{{- if has $key $reserved -}}{{- fail (printf "brokers.config.%s is set by the chart (listener wiring); remove it" $key) -}}{{- end -}}
+{{- end -}}
+{{- range $key, $_ := .Values.controllers.config -}}
+{{- if has $key $reserved -}}{{- fail (printf "controllers.config.%s is set by the chart; remove it" $key) -}}{{- end -}}
+{{- end -}}
+{{- if lt (int .Values.brokers.replicas) 1 -}}{{- fail "brokers.replicas must be at least 1" -}}{{- end -}}
+{{- if lt (int .Values.controllers.replicas) 1 -}}{{- fail "controllers.replicas must be at least 1" -}}{{- end -}}
+{{- if lt (int .Values.controllers.nodeIdBase) (int .Values.brokers.replicas) -}}
+{{- fail "controllers.nodeIdBase must be at least brokers.replicas (controller and broker node ids must differ)" -}}
+{{- end -}}
+{{- if gt (add (int .Values.walproxy.ports.egressBase) (int .Values.brokers.replicas)) 65536 -}}
+{{- fail "walproxy.ports.egressBase + brokers.replicas must stay below 65536 (egress for broker N listens on egressBase+N)" -}}
+{{- end -}}
+{{- if and (or .Values.walproxy.wal.topics .Values.walproxy.wal.topicConfig) (not (include "walproxy.walEnabled" .)) -}}
+{{- fail "walproxy.wal.topics / topicConfig need walproxy.wal.storeUrl or walproxy.wal.storeUrlByZone" -}}
+{{- end -}}
+{{- if and .Values.walproxy.wal.storeUrlByZone (not .Values.brokers.rack.enabled) -}}
+{{- fail "walproxy.wal.storeUrlByZone needs brokers.rack.enabled (the zone comes from the node label)" -}}
+{{- end -}}
+{{- if and .Values.kafka.clusterId (not (regexMatch "^[A-Za-z0-9_-]{22}$" .Values.kafka.clusterId)) -}}
+{{- fail "kafka.clusterId must be 22 characters of base64url (kafka-storage.sh random-uuid)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Topology spread: the values, or zones (DoNotSchedule) then hosts (ScheduleAnyway). */}}
+{{- define "walproxy.topologySpread" -}}
+{{- if .spec.topologySpreadConstraints -}}
+{{ toYaml .spec.topologySpreadConstraints }}
+{{- else -}}
+- maxSkew: 1
+  topologyKey: {{ .root.Values.brokers.rack.nodeLabel }}
+  whenUnsatisfiable: DoNotSchedule
+  labelSelector:
+    matchLabels:
+      {{- include "walproxy.selectorLabels" (dict "root" .root "component" .component) | nindent 6 }}
+- maxSkew: 1
+  topologyKey: kubernetes.io/hostname
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "walproxy.selectorLabels" (dict "root" .root "component" .component) | nindent 6 }}
+{{- end -}}
+{{- end -}}

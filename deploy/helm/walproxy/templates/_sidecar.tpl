@@ -1,0 +1,72 @@
+{{/* The walproxy sidecar container of a broker pod (a native sidecar or a plain container). */}}
+{{- define "walproxy.sidecarContainer" -}}
+{{- $w := .Values.walproxy -}}
+name: walproxy
+image: {{ include "walproxy.image" . }}
+imagePullPolicy: {{ $w.image.pullPolicy }}
+{{- if $w.nativeSidecar }}
+# A native sidecar: started (startupProbe passed) before Kafka, stopped after it.
+restartPolicy: Always
+{{- end }}
+# The wrapper adds --broker-id (the pod's ordinal) and --wal-store-url (this zone's store).
+command: ["/bin/sh", "/etc/walproxy/start-walproxy.sh"]
+args:
+  - --client-listen=0.0.0.0:{{ $w.ports.client }}
+  - --client-upstream=127.0.0.1:{{ .Values.brokers.ports.client }}
+  - --replication-listen=0.0.0.0:{{ $w.ports.replication }}
+  - --replication-upstream=127.0.0.1:{{ .Values.brokers.ports.replication }}
+  - --egress-listen-base={{ $w.ports.egressBase }}
+  - --egress-broker-ids={{ include "walproxy.brokerIds" . }}
+  - --peer-address-template={{ include "walproxy.brokerName" . }}-{id}.{{ include "walproxy.brokerHeadless" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}:{{ $w.ports.replication }}
+  - --admin-listen=0.0.0.0:{{ $w.ports.admin }}
+  - --drain-timeout-ms={{ $w.drainTimeoutMs }}
+  - --log-level={{ $w.logLevel }}
+  {{- if include "walproxy.walEnabled" . }}
+  {{- range $w.wal.topics }}
+  - --wal-topic={{ . }}
+  {{- end }}
+  {{- range $w.wal.topicConfig }}
+  - --topic-config={{ . }}
+  {{- end }}
+  {{- if $w.wal.s3Region }}
+  - --s3-region={{ $w.wal.s3Region }}
+  {{- end }}
+  {{- end }}
+  {{- range $w.extraArgs }}
+  - {{ . | quote }}
+  {{- end }}
+env:
+  - name: POD_NAME
+    valueFrom: { fieldRef: { fieldPath: metadata.name } }
+  {{- if $w.otlpEndpoint }}
+  # Read once walproxy exports OTLP (issue 6).
+  - name: OTEL_EXPORTER_OTLP_ENDPOINT
+    value: {{ $w.otlpEndpoint | quote }}
+  - name: OTEL_SERVICE_NAME
+    value: walproxy
+  {{- end }}
+  {{- with $w.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+ports:
+  - { name: client, containerPort: {{ $w.ports.client }}, protocol: TCP }
+  - { name: replication, containerPort: {{ $w.ports.replication }}, protocol: TCP }
+  - { name: admin, containerPort: {{ $w.ports.admin }}, protocol: TCP }
+# /healthz for every probe until /readyz exists (issue 6).
+startupProbe:
+  httpGet: { path: /healthz, port: admin }
+  {{- toYaml $w.probes.startup | nindent 2 }}
+livenessProbe:
+  httpGet: { path: /healthz, port: admin }
+  {{- toYaml $w.probes.liveness | nindent 2 }}
+readinessProbe:
+  httpGet: { path: /healthz, port: admin }
+  {{- toYaml $w.probes.readiness | nindent 2 }}
+resources:
+  {{- toYaml $w.resources | nindent 2 }}
+securityContext:
+  {{- toYaml $w.securityContext | nindent 2 }}
+volumeMounts:
+  - { name: config, mountPath: /etc/walproxy, readOnly: true }
+  - { name: pod, mountPath: /var/run/walproxy, readOnly: true }
+{{- end }}
