@@ -15,6 +15,8 @@ export interface WalConfig {
   maxPendingBytes: number;
   /** How long the leader side holds a follower's Fetch response for a batch still uploading. */
   maxHoldMs: number;
+  /** Other stores (URL globs) the follower side may read references from: peers in other zones. */
+  readStoreUrls: string[];
   metadata: {
     /** Bootstrap servers for the sidecar's own Kafka clients; default: the local broker. */
     bootstrap: string[];
@@ -319,6 +321,7 @@ function parseWalConfig(
     uploadDeadlineMs: uploadDeadlineMs!,
     maxPendingBytes: maxPendingBytes!,
     maxHoldMs: maxHoldMs!,
+    readStoreUrls: list(raw['wal-read-store-url']),
     metadata: {
       bootstrap: metadataBootstrap,
       topic: String(raw['metadata-topic']),

@@ -112,7 +112,12 @@ export interface FetchFillStats {
 }
 
 export interface FetchFillOptions {
-  reader: Pick<WalRangeReader, 'read'>;
+  /**
+   * The reader for a store that references name (the leader's --wal-store-url), or undefined
+   * when this sidecar may not read it: S3 Express One Zone buckets are zonal, so a leader in
+   * another zone writes to another bucket.
+   */
+  readerFor: (store: string) => Pick<WalRangeReader, 'read'> | undefined;
   log: Logger;
   /** Monotonic milliseconds, for the pending fallbacks' lifetime; injectable for tests. */
   now?: () => number;
@@ -205,7 +210,7 @@ function messageOf(error: unknown): string {
 function rebuild(
   records: Buffer,
   segments: readonly PartitionSegment[],
-  bodyOf: (objectKey: string, segmentIndex: number) => Body,
+  bodyOf: (store: string, objectKey: string, segmentIndex: number) => Body,
 ): Rebuilt {
   const parts: Buffer[] = [];
   let references = 0;
@@ -275,9 +280,9 @@ function rebuild(
       continue;
     }
 
-    const { header, objectKey, position, length } = segment;
+    const { header, store, objectKey, position, length } = segment;
     const base = header.readBigInt64BE(0);
-    const body = bodyOf(objectKey, i);
+    const body = bodyOf(store, objectKey, i);
     if (!Buffer.isBuffer(body)) {
       return fail('getFailed', `GET ${objectKey}: ${messageOf(body.error)}`, base);
     }
@@ -351,7 +356,7 @@ export class FetchFillFilter implements FrameFilter {
     pendingExpired: 0,
     fillLatencyMs: { sum: 0, count: 0, max: 0 },
   };
-  readonly #reader: Pick<WalRangeReader, 'read'>;
+  readonly #readerFor: (store: string) => Pick<WalRangeReader, 'read'> | undefined;
   readonly #log: Logger;
   readonly #now: () => number;
   readonly #pendingTtlMs: number;
@@ -359,7 +364,7 @@ export class FetchFillFilter implements FrameFilter {
   readonly #marked = new WeakMap<RequestInfo, MarkedRequest>();
 
   constructor(options: FetchFillOptions) {
-    this.#reader = options.reader;
+    this.#readerFor = options.readerFor;
     this.#log = options.log;
     this.#now = options.now ?? (() => performance.now());
     this.#pendingTtlMs = options.pendingTtlMs ?? FETCH_FILL_PENDING_TTL_MS;
@@ -445,10 +450,11 @@ export class FetchFillFilter implements FrameFilter {
       }
       const slots = segments.map((s) => {
         if (s.kind === 'inline') return -1;
-        let list = ranges.get(s.objectKey);
+        const where = storeAndKey(s.store, s.objectKey);
+        let list = ranges.get(where);
         if (list === undefined) {
           list = [];
-          ranges.set(s.objectKey, list);
+          ranges.set(where, list);
         }
         return (
           list.push({
@@ -461,11 +467,15 @@ export class FetchFillFilter implements FrameFilter {
     });
     const reads = new Map<string, Buffer[] | { error: unknown }>(
       await Promise.all(
-        [...ranges].map(async ([objectKey, list]) => {
+        [...ranges].map(async ([where, list]) => {
+          const { store, objectKey } = splitStoreAndKey(where);
           try {
-            return [objectKey, await this.#reader.read(objectKey, list)] as const;
+            const reader = this.#readerFor(store);
+            if (reader === undefined)
+              throw new Error(`store ${store} is not one this sidecar may read (--wal-read-store-url)`);
+            return [where, await reader.read(objectKey, list)] as const;
           } catch (error) {
-            return [objectKey, { error }] as const;
+            return [where, { error }] as const;
           }
         }),
       ),
@@ -477,8 +487,8 @@ export class FetchFillFilter implements FrameFilter {
     for (const { topic, partition, segments, slots } of plans) {
       const records = partition.records ?? EMPTY;
       const rebuilt: Rebuilt = Array.isArray(segments)
-        ? rebuild(records, segments, (objectKey, i) => {
-            const read = reads.get(objectKey)!;
+        ? rebuild(records, segments, (store, objectKey, i) => {
+            const read = reads.get(storeAndKey(store, objectKey))!;
             return Array.isArray(read) ? read[slots[i]!]! : read;
           })
         : {
@@ -610,4 +620,14 @@ export class FetchFillFilter implements FrameFilter {
     );
     return asked?.partitions.find((p) => p.partition === partition)?.fetchOffset;
   }
+}
+
+/** One map key for an object of a store (a newline appears in neither a URL nor a WAL key). */
+function storeAndKey(store: string, objectKey: string): string {
+  return `${store}\n${objectKey}`;
+}
+
+function splitStoreAndKey(where: string): { store: string; objectKey: string } {
+  const at = where.indexOf('\n');
+  return { store: where.slice(0, at), objectKey: where.slice(at + 1) };
 }

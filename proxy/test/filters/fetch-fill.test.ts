@@ -53,10 +53,17 @@ class FlakyStore extends MemoryObjectStore {
   }
 }
 
+/** The store the references in these tests name; the filter may read only it. */
+const OWN_STORE = 'memory://wal-writer-test';
+
 function setup(now?: () => number) {
   const store = new FlakyStore();
   const reader = new WalRangeReader({ store });
-  const filter = new FetchFillFilter({ reader, log: createLogger('silent'), now });
+  const filter = new FetchFillFilter({
+    readerFor: (store) => (store === OWN_STORE ? reader : undefined),
+    log: createLogger('silent'),
+    now,
+  });
   return { store, reader, filter, objects: new WalObjects(store) };
 }
 
@@ -163,7 +170,13 @@ function partitionPair(
     const { key, padding, editHeader } = typeof placement === 'string' ? { key: placement } : placement;
     const header = Buffer.from(batch.subarray(0, 61));
     editHeader?.(header);
-    segments.push({ kind: 'reference', header, objectKey: key, ...objects.place(key, batch, padding) });
+    segments.push({
+      kind: 'reference',
+      header,
+      store: OWN_STORE,
+      objectKey: key,
+      ...objects.place(key, batch, padding),
+    });
   });
   wire.records = Buffer.concat(inline);
   wire.taggedFields = byTag([

@@ -22,6 +22,7 @@ import type { WalAppendTicket, WalLocation } from '../../src/wal/index.js';
 
 const TOPIC_ID = 'aa'.repeat(16);
 const VERSION = 17;
+const STORE = 's3://walproxy--use1-az4--x-s3/wal';
 
 function frame(parts: Buffer[]): Buffer {
   const size = Buffer.alloc(4);
@@ -122,7 +123,13 @@ function setup(maxHoldMs = 200) {
   const topicNames = {
     nameOf: (id: string) => (id === TOPIC_ID ? 'wal-orders' : undefined),
   } as unknown as TopicNames;
-  const filter = new FetchStripFilter({ index, topicNames, maxHoldMs, log: createLogger('silent') });
+  const filter = new FetchStripFilter({
+    index,
+    topicNames,
+    maxHoldMs,
+    storeUrl: STORE,
+    log: createLogger('silent'),
+  });
   return { index, filter };
 }
 
@@ -183,9 +190,23 @@ describe('FetchStripFilter', () => {
     const { partition, segments, body: rewritten } = segmentsOf(out);
     expect(partition.records!.equals(storedB)).toBe(true);
     expect(segments).toEqual([
-      { kind: 'reference', header: storedA.subarray(0, 61), objectKey: 'o1', position: 28, length: a.length },
+      {
+        kind: 'reference',
+        header: storedA.subarray(0, 61),
+        store: STORE,
+        objectKey: 'o1',
+        position: 28,
+        length: a.length,
+      },
       { kind: 'inline', length: storedB.length },
-      { kind: 'reference', header: storedC.subarray(0, 61), objectKey: 'o2', position: 28, length: c.length },
+      {
+        kind: 'reference',
+        header: storedC.subarray(0, 61),
+        store: STORE,
+        objectKey: 'o2',
+        position: 28,
+        length: c.length,
+      },
     ]);
     // And nothing else changed
     expect(rewritten.sessionId).toBe(body.sessionId);

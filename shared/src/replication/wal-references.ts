@@ -10,10 +10,14 @@
 //
 // Fetch response, partition tag PARTITION_SEGMENTS_TAG (added by the leader's replication ingress):
 //   Version int8 (= 1)
+//   Stores COMPACT_ARRAY of COMPACT_STRING — the store URLs the references point into (the
+//     leader's --wal-store-url: S3 Express One Zone buckets are zonal, so a follower in another
+//     zone must know which bucket to read)
 //   Segments uvarint count, then per segment:
 //     Kind int8: 0 = inline, 1 = reference
 //     inline:    Length uvarint — the next Length bytes of the partition's Records field
 //     reference: Header [61 bytes] — the batch header exactly as the leader stored it
+//                Store uvarint — index into Stores
 //                ObjectKey COMPACT_STRING, Position uint32, Length uint32 — where the whole
 //                produced batch (header included) lies in the WAL object; its body is
 //                [Position + 61, Position + Length)
@@ -40,7 +44,7 @@ export interface FetchCapability {
 
 export type PartitionSegment =
   | { kind: 'inline'; length: number }
-  | { kind: 'reference'; header: Buffer; objectKey: string; position: number; length: number };
+  | { kind: 'reference'; header: Buffer; store: string; objectKey: string; position: number; length: number };
 
 const CAPABILITY_CTX = { api: 'WalproxyFetchCapability', version: FORMAT_VERSION, flexible: true };
 const SEGMENTS_CTX = { api: 'WalproxyPartitionSegments', version: FORMAT_VERSION, flexible: true };
@@ -80,8 +84,17 @@ export function decodeFetchCapability(data: Buffer): FetchCapability {
 }
 
 export function encodePartitionSegments(segments: readonly PartitionSegment[]): Buffer {
-  const w = new Writer(SEGMENTS_CTX, 32 + segments.length * 96);
+  const stores: string[] = [];
+  const storeIndex = new Map<string, number>();
+  for (const s of segments) {
+    if (s.kind === 'reference' && !storeIndex.has(s.store)) {
+      storeIndex.set(s.store, stores.length);
+      stores.push(s.store);
+    }
+  }
+  const w = new Writer(SEGMENTS_CTX, 64 + segments.length * 96);
   w.int8(FORMAT_VERSION, 'Version');
+  w.compactArray(stores, 'Stores', (w2, store) => w2.compactString(store, 'Store'));
   w.uvarint(segments.length, 'Segments');
   for (const s of segments) {
     if (s.kind === 'inline') {
@@ -95,6 +108,7 @@ export function encodePartitionSegments(segments: readonly PartitionSegment[]): 
       }
       w.int8(1, 'Kind');
       w.raw(s.header);
+      w.uvarint(storeIndex.get(s.store)!, 'Store');
       w.compactString(s.objectKey, 'ObjectKey');
       w.uint32(s.position, 'Position');
       w.uint32(s.length, 'Length');
@@ -106,6 +120,7 @@ export function encodePartitionSegments(segments: readonly PartitionSegment[]): 
 export function decodePartitionSegments(data: Buffer): PartitionSegment[] {
   const r = new Reader(data, SEGMENTS_CTX);
   checkVersion(r, SEGMENTS_CTX.api);
+  const stores = r.compactArray('Stores', (r2) => r2.compactString('Store'));
   const count = r.uvarint('Segments');
   // Every segment takes at least two bytes: a count past that is corrupt, not an allocation.
   if (count > r.remaining() / 2)
@@ -119,12 +134,15 @@ export function decodePartitionSegments(data: Buffer): PartitionSegment[] {
       const at = r.offset;
       r.skip(RECORD_BATCH_HEADER_SIZE, 'Header');
       const header = data.subarray(at, at + RECORD_BATCH_HEADER_SIZE);
+      const storeAt = r.uvarint('Store');
+      const store =
+        stores[storeAt] ?? r.fail('INVALID_VALUE', 'Store', `store ${storeAt} of ${stores.length}`);
       const objectKey = r.compactString('ObjectKey');
       const position = r.uint32('Position');
       const length = r.uint32('Length');
       if (length < RECORD_BATCH_HEADER_SIZE)
         r.fail('INVALID_VALUE', 'Length', `a batch of ${length} bytes is shorter than its header`);
-      segments.push({ kind: 'reference', header, objectKey, position, length });
+      segments.push({ kind: 'reference', header, store, objectKey, position, length });
     } else {
       r.fail('INVALID_VALUE', 'Kind', `segment kind ${kind} is neither inline (0) nor reference (1)`);
     }

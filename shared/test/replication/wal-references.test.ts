@@ -14,6 +14,11 @@ const segmentArb: fc.Arbitrary<PartitionSegment> = fc.oneof(
   fc.record({
     kind: fc.constant('reference' as const),
     header: fc.uint8Array({ minLength: 61, maxLength: 61 }).map((a) => Buffer.from(a)),
+    store: fc.constantFrom(
+      's3://walproxy--use1-az4--x-s3/wal',
+      's3://walproxy--use1-az6--x-s3/wal',
+      'file:///mnt/wal',
+    ),
     objectKey: fc.string({ minLength: 1, maxLength: 80 }),
     position: fc.nat({ max: 0xffff_ffff }),
     length: fc.integer({ min: 61, max: 0xffff_ffff }),

@@ -31,6 +31,10 @@ args:
   {{- if $w.wal.s3Region }}
   - --s3-region={{ $w.wal.s3Region }}
   {{- end }}
+  {{- /* A follower reads a reference from the leader's zone's store: allow every zone's. */}}
+  {{- range $zone, $url := $w.wal.storeUrlByZone }}
+  - --wal-read-store-url={{ $url }}
+  {{- end }}
   {{- end }}
   {{- range $w.extraArgs }}
   - {{ . | quote }}
