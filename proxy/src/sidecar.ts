@@ -11,9 +11,11 @@ import type { ListenerCounters } from './net/counters.js';
 import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
 import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
+import { Readiness, Telemetry, type TelemetryOptions } from './telemetry/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
 import { WalBatchIndex } from './wal/batch-index.js';
 import { WalWriter } from './wal/index.js';
+import { normalizeStoreUrl, PeerStoreReaders } from './wal/peer-store-readers.js';
 import { WalRangeReader } from './wal/range-reader.js';
 
 /** A startup failure that is the operator's to fix (exit code 2), naming the flag. */
@@ -38,6 +40,7 @@ interface WalParts {
   /** Follower side: the egress marks fetches and fills references back from the store. */
   fetchFill: FetchFillFilter;
   reader: WalRangeReader;
+  peerReaders: PeerStoreReaders;
 }
 
 /**
@@ -52,11 +55,13 @@ export class Sidecar {
   readonly listeners: ProxyListener[] = [];
   private admin?: AdminServer;
   private readonly wal?: WalParts;
+  readonly telemetry: Telemetry;
 
   constructor(
     readonly config: SidecarConfig,
     private readonly log: Logger,
     observer?: FrameObserver,
+    telemetry: Partial<TelemetryOptions> = {},
   ) {
     const common = {
       maxFrameBytes: config.maxFrameBytes,
@@ -98,10 +103,40 @@ export class Sidecar {
         }),
       );
     }
+    const wal = this.wal;
+    this.telemetry = new Telemetry({
+      ...telemetry,
+      log,
+      sources: {
+        brokerId: config.brokerId,
+        listeners: () => this.listeners.map((l) => ({ name: l.options.name, counters: l.counters })),
+        ...(wal
+          ? {
+              wal: {
+                produce: () => wal.produceFilter.stats,
+                fetchStrip: () => wal.fetchStrip.stats,
+                fetchFill: () => wal.fetchFill.stats,
+                reader: () => wal.reader.stats,
+                writer: () => wal.writer.stats,
+                metadata: () => ({ ...wal.publisher.stats, queued: wal.publisher.queued }),
+              },
+            }
+          : {}),
+      },
+    });
     if (config.adminListen) {
+      const readiness = new Readiness({
+        upstream: config.clientUpstream,
+        ...(wal ? { store: wal.store } : {}),
+      });
       this.admin = new AdminServer(
         config.adminListen,
-        { counters: () => this.counters(), healthy: () => true },
+        {
+          counters: () => this.counters(),
+          healthy: () => true,
+          ready: () => readiness.check(),
+          metrics: () => this.telemetry.prometheusText(),
+        },
         log,
       );
     }
@@ -127,11 +162,13 @@ export class Sidecar {
   }
 
   async start(): Promise<void> {
+    this.telemetry.start();
     if (this.wal) {
       try {
         await this.wal.store.validate();
       } catch (error) {
         const reason = isObjectStoreError(error) ? error.message : String(error);
+        await this.telemetry.stop();
         throw new SidecarConfigError('wal-store-url', `the object store is not usable: ${reason}`);
       }
       await this.wal.topicNames.start();
@@ -156,9 +193,11 @@ export class Sidecar {
       await this.wal.writer.close().catch(() => undefined);
       await this.wal.publisher.stop().catch(() => undefined);
       this.wal.topicNames.stop();
+      await this.wal.peerReaders.close();
       await this.wal.store.close().catch(() => undefined);
     }
     await this.admin?.stop().catch(() => undefined);
+    await this.telemetry.stop();
     this.log.info({ forcedClosed: forced.reduce((a, b) => a + b, 0) }, 'sidecar stopped');
   }
 }
@@ -195,8 +234,16 @@ function createWalParts(config: SidecarConfig, log: Logger): WalParts {
   const policy = new TopicPolicy(wal.defaults, wal.rules);
   const index = new WalBatchIndex();
   const produceFilter = new ProduceWalFilter({ writer, index, policy, topicNames, publisher, log });
-  const fetchStrip = new FetchStripFilter({ index, topicNames, maxHoldMs: wal.maxHoldMs, log });
+  const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
+  const fetchStrip = new FetchStripFilter({
+    index,
+    topicNames,
+    maxHoldMs: wal.maxHoldMs,
+    storeUrl: ownStoreUrl,
+    log,
+  });
   const reader = new WalRangeReader({ store });
-  const fetchFill = new FetchFillFilter({ reader, log });
-  return { store, writer, topicNames, publisher, produceFilter, fetchStrip, fetchFill, reader };
+  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
+  const fetchFill = new FetchFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log });
+  return { store, writer, topicNames, publisher, produceFilter, fetchStrip, fetchFill, reader, peerReaders };
 }

@@ -7,6 +7,10 @@ export interface AdminRoutes {
   counters(): unknown;
   /** Liveness: the process serves. */
   healthy(): boolean;
+  /** Readiness (/readyz): 200 when `ready`, else 503; the report is the JSON body. */
+  ready?(): Promise<{ ready: boolean }>;
+  /** Prometheus text exposition (/metrics). */
+  metrics?(): Promise<string>;
 }
 
 /** A small HTTP server for probes and counters; never on the data path. */
@@ -29,6 +33,24 @@ export class AdminServer {
       } else if (path === '/healthz') {
         const ok = routes.healthy();
         response.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'unhealthy\n');
+      } else if (path === '/readyz' && routes.ready) {
+        routes.ready().then(
+          (report) =>
+            response
+              .writeHead(report.ready ? 200 : 503, { 'content-type': 'application/json' })
+              .end(`${JSON.stringify(report)}\n`),
+          (error: Error) =>
+            response.writeHead(503, { 'content-type': 'text/plain' }).end(`not ready: ${error.message}\n`),
+        );
+      } else if (path === '/metrics' && routes.metrics) {
+        routes.metrics().then(
+          (text) =>
+            response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(text),
+          (error: Error) => {
+            this.log.debug({ error: error.message }, 'metrics collection failed');
+            response.writeHead(500, { 'content-type': 'text/plain' }).end(`# metrics collection failed\n`);
+          },
+        );
       } else {
         response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
       }

@@ -1,3 +1,5 @@
+import { channel } from 'node:diagnostics_channel';
+import { performance } from 'node:perf_hooks';
 import {
   ApiKey,
   decodeFetchCapability,
@@ -44,6 +46,29 @@ export interface FetchStripStats {
   holdMsMax: number;
 }
 
+/** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
+export const FETCH_STRIP_CHANNELS = {
+  /** A marked Fetch response carrying records was answered: FetchStripEvent. */
+  strip: 'walproxy:fetch:strip',
+} as const;
+
+export type FetchInlineReason = keyof FetchStripStats['inline'];
+
+export interface FetchStripEvent {
+  references: number;
+  /** Bytes of the batches sent as references (not across the link). */
+  bytesReferenced: number;
+  /** Record bytes sent inline, by why. */
+  inlineBytes: Record<FetchInlineReason, number>;
+  /** Batches still uploading that the response waited for (0: no hold). */
+  heldBatches: number;
+  holdMs: number;
+  /** From the broker's response to the answer, hold included. */
+  durationMs: number;
+}
+
+const channels = { strip: channel(FETCH_STRIP_CHANNELS.strip) };
+
 interface MarkedRequest {
   /** `${topicId}:${partition}` the follower side asked to get inline. */
   inline: Set<string>;
@@ -75,7 +100,14 @@ export class FetchStripFilter implements FrameFilter {
   private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
 
   constructor(
-    private readonly deps: { index: WalBatchIndex; topicNames: TopicNames; maxHoldMs: number; log: Logger },
+    private readonly deps: {
+      index: WalBatchIndex;
+      topicNames: TopicNames;
+      maxHoldMs: number;
+      /** The store this sidecar writes to (--wal-store-url): references name it for the follower. */
+      storeUrl: string;
+      log: Logger;
+    },
   ) {}
 
   onRequest(info: RequestInfo, frame: Buffer): RequestDecision {
@@ -105,6 +137,14 @@ export class FetchStripFilter implements FrameFilter {
       responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
     );
     const response = decodeFetchResponse(payload.subarray(headerLength), info.apiVersion);
+    const tally: FetchStripEvent = {
+      references: 0,
+      bytesReferenced: 0,
+      inlineBytes: { notInWal: 0, notStoredInTime: 0, requestedInline: 0, unknownTopic: 0 },
+      heldBatches: 0,
+      holdMs: 0,
+      durationMs: performance.now(),
+    };
 
     // Which batches are in the WAL, and which of those are still uploading.
     const plans: Array<{
@@ -120,10 +160,12 @@ export class FetchStripFilter implements FrameFilter {
         if (records === null || records.length === 0) continue;
         if (name === undefined) {
           this.stats.inline.unknownTopic++;
+          tally.inlineBytes.unknownTopic += records.length;
           continue;
         }
         if (topicId !== undefined && marked.inline.has(`${topicId}:${partition.partitionIndex}`)) {
           this.stats.inline.requestedInline++;
+          tally.inlineBytes.requestedInline += records.length;
           continue;
         }
         const batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }> = [];
@@ -140,20 +182,47 @@ export class FetchStripFilter implements FrameFilter {
             batches.push({ bytes: batch.bytes(), header: batch.header(), entry });
           } else {
             this.stats.inline.notInWal++;
-            batches.push({ bytes: batch.bytes(), header: batch.header() });
+            const bytes = batch.bytes();
+            tally.inlineBytes.notInWal += bytes.length;
+            batches.push({ bytes, header: batch.header() });
           }
         }
         if (anyInWal) plans.push({ partition, batches });
       }
     }
-    if (plans.length === 0) return frame;
-    const rewrite = () => this.rewrite(frame, info.apiVersion, headerLength, response, plans);
+    if (plans.length === 0) {
+      this.report(tally);
+      return frame;
+    }
+    const rewrite = () => {
+      const out = this.rewrite(frame, info.apiVersion, headerLength, response, plans, tally);
+      this.report(tally);
+      return out;
+    };
     if (uploading.length === 0) return rewrite();
-    return this.holdFor(uploading).then(rewrite);
+    tally.heldBatches = uploading.length;
+    return this.holdFor(uploading, tally).then(rewrite);
+  }
+
+  /** Publishes the response's tally (durationMs holds its start until now). */
+  private report(tally: FetchStripEvent): void {
+    if (!channels.strip.hasSubscribers) return;
+    const inline = tally.inlineBytes;
+    if (
+      tally.references +
+        inline.notInWal +
+        inline.notStoredInTime +
+        inline.requestedInline +
+        inline.unknownTopic ===
+      0
+    )
+      return;
+    tally.durationMs = performance.now() - tally.durationMs;
+    channels.strip.publish(tally);
   }
 
   /** Waits until the uploading batches are stored or `maxHoldMs` has passed. */
-  private async holdFor(uploading: IndexedBatch[]): Promise<void> {
+  private async holdFor(uploading: IndexedBatch[], tally: FetchStripEvent): Promise<void> {
     const started = Date.now();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -164,6 +233,7 @@ export class FetchStripFilter implements FrameFilter {
     ]);
     clearTimeout(timer);
     const held = Date.now() - started;
+    tally.holdMs = held;
     this.stats.holds++;
     this.stats.holdMsTotal += held;
     this.stats.holdMsMax = Math.max(this.stats.holdMsMax, held);
@@ -178,6 +248,7 @@ export class FetchStripFilter implements FrameFilter {
       partition: FetchResponsePartition;
       batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
     }>,
+    tally: FetchStripEvent,
   ): Buffer {
     let referenced = 0;
     for (const { partition, batches } of plans) {
@@ -189,6 +260,7 @@ export class FetchStripFilter implements FrameFilter {
           segments.push({
             kind: 'reference',
             header: b.header,
+            store: this.deps.storeUrl,
             objectKey: location.objectKey,
             position: location.position,
             length: location.length,
@@ -196,9 +268,13 @@ export class FetchStripFilter implements FrameFilter {
           referenced++;
           this.stats.referencesSent++;
           this.stats.bytesReferenced += b.bytes.length;
+          tally.bytesReferenced += b.bytes.length;
           continue;
         }
-        if (b.entry) this.stats.inline.notStoredInTime++;
+        if (b.entry) {
+          this.stats.inline.notStoredInTime++;
+          tally.inlineBytes.notStoredInTime += b.bytes.length;
+        }
         const last = segments.at(-1);
         if (last?.kind === 'inline') last.length += b.bytes.length;
         else segments.push({ kind: 'inline', length: b.bytes.length });
@@ -210,6 +286,7 @@ export class FetchStripFilter implements FrameFilter {
       tags.push({ tag: PARTITION_SEGMENTS_TAG, data: encodePartitionSegments(segments) });
       partition.taggedFields = tags.sort((a, b) => a.tag - b.tag);
     }
+    tally.references = referenced;
     // Everything ended up inline (every held batch missed the hold): the broker's bytes as they were.
     if (referenced === 0) return frame;
     this.stats.responsesRewritten++;

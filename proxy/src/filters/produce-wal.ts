@@ -1,3 +1,5 @@
+import { channel } from 'node:diagnostics_channel';
+import { performance } from 'node:perf_hooks';
 import {
   ApiKey,
   decodeProduceRequest,
@@ -20,6 +22,44 @@ import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-fil
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
+
+/** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
+export const PRODUCE_WAL_CHANNELS = {
+  /** A Produce request had batches copied into the WAL (or waiting for a topic name): ProduceInterceptEvent. */
+  intercept: 'walproxy:produce:intercept',
+  /** A held Produce response was released once its durable-ack batches settled: ProduceDurableAckEvent. */
+  durableAck: 'walproxy:produce:durable-ack',
+} as const;
+
+export interface ProduceInterceptEvent {
+  /** The request's identity, to pair with its ProduceDurableAckEvent; read-only. */
+  request: RequestInfo;
+  /** Topics whose batches were copied now. */
+  topics: number;
+  batches: number;
+  bytes: number;
+  /** Topics named by an id not known yet: copied once the local broker names them. */
+  deferredTopics: number;
+  /** Whether the response will wait for stored batches (durable ack). */
+  durableAck: boolean;
+}
+
+export interface ProduceDurableAckEvent {
+  request: RequestInfo;
+  /** From the broker's response to its release. */
+  durationMs: number;
+  /** `failed` when at least one partition was answered REQUEST_TIMED_OUT. */
+  outcome: 'stored' | 'failed';
+  batches: number;
+  failedPartitions: number;
+  /** The WAL objects that carried the request's stored batches. */
+  objectKeys: string[];
+}
+
+const channels = {
+  intercept: channel(PRODUCE_WAL_CHANNELS.intercept),
+  durableAck: channel(PRODUCE_WAL_CHANNELS.durableAck),
+};
 
 /** Produce versions whose batches walproxy copies: v3 is the 4.x floor (magic v2), v13 adds topic ids. */
 export const PRODUCE_WAL_VERSIONS = { min: 3, max: 13 } as const;
@@ -103,12 +143,16 @@ export class ProduceWalFilter implements FrameFilter {
     const header = decodeRequestHeader(payload);
     const request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
     const copied: PendingCopies = { batches: [], deferred: [] };
+    const bytesBefore = this.stats.bytesCopied;
+    let topics = 0;
     for (const topicData of request.topicData) {
       const topic =
         topicData.name ??
         (topicData.topicId !== undefined ? this.deps.topicNames.nameOf(topicData.topicId) : undefined);
       if (topic !== undefined) {
-        copied.batches.push(...this.copyTopic(topicData, topic));
+        const batches = this.copyTopic(topicData, topic);
+        if (batches.length > 0) topics++;
+        copied.batches.push(...batches);
       } else if (topicData.topicId !== undefined) {
         // Produce v13 names topics by id, and this id is new to us (a topic created a moment
         // ago): copy once the local broker has told us its name. The request goes upstream
@@ -129,6 +173,16 @@ export class ProduceWalFilter implements FrameFilter {
       // acks=0 has no response: the batches are still stored, but no offsets are ever learnt,
       // so no metadata record can be written for them.
       if (expectResponse) this.pending.set(info, copied);
+      if (channels.intercept.hasSubscribers) {
+        channels.intercept.publish({
+          request: info,
+          topics,
+          batches: copied.batches.length,
+          bytes: this.stats.bytesCopied - bytesBefore,
+          deferredTopics: copied.deferred.length,
+          durableAck: expectResponse && copied.batches.some((b) => b.durableAck),
+        } satisfies ProduceInterceptEvent);
+      }
     }
     return { action: 'forward', frame, expectResponse };
   }
@@ -200,8 +254,9 @@ export class ProduceWalFilter implements FrameFilter {
       }
       return frame;
     }
+    const started = performance.now();
     return Promise.allSettled(mustWait.map((b) => b.ticket.durable)).then(() =>
-      this.releaseDurable(info, frame, batches),
+      this.releaseDurable(info, frame, batches, started),
     );
   }
 
@@ -218,18 +273,39 @@ export class ProduceWalFilter implements FrameFilter {
   }
 
   /** Called when every durable-ack batch of the request has settled. */
-  private async releaseDurable(info: RequestInfo, frame: Buffer, batches: PendingBatch[]): Promise<Buffer> {
+  private async releaseDurable(
+    info: RequestInfo,
+    frame: Buffer,
+    batches: PendingBatch[],
+    started: number,
+  ): Promise<Buffer> {
     const response = this.decodeResponse(info, frame);
     const failed = new Set<string>();
+    const objectKeys = channels.durableAck.hasSubscribers ? new Set<string>() : undefined;
     for (const batch of batches) {
       const outcome = await batch.ticket.durable.then(
         (location) => ({ location }),
         (error: Error) => ({ error }),
       );
-      if ('location' in outcome) this.publish(batch, outcome.location, response.body);
-      else if (batch.durableAck) failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
+      if ('location' in outcome) {
+        this.publish(batch, outcome.location, response.body);
+        objectKeys?.add(outcome.location.objectKey);
+      } else if (batch.durableAck) failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
     }
-    if (failed.size === 0) return frame;
+    const report = (outcome: ProduceDurableAckEvent['outcome'], failedPartitions: number) =>
+      objectKeys &&
+      channels.durableAck.publish({
+        request: info,
+        durationMs: performance.now() - started,
+        outcome,
+        batches: batches.length,
+        failedPartitions,
+        objectKeys: [...objectKeys],
+      } satisfies ProduceDurableAckEvent);
+    if (failed.size === 0) {
+      report('stored', 0);
+      return frame;
+    }
 
     let rewritten = 0;
     for (const topic of response.body.responses) {
@@ -245,6 +321,7 @@ export class ProduceWalFilter implements FrameFilter {
       }
     }
     this.stats.durableAckFailures += rewritten;
+    report('failed', rewritten);
     this.deps.log.warn(
       { partitions: rewritten },
       'WAL upload failed; answering REQUEST_TIMED_OUT so the producer retries',

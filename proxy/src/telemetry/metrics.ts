@@ -1,0 +1,354 @@
+// Metrics of one sidecar. Cumulative counts and gauges are observed from the stats objects the
+// filters, the WAL writer, the range reader and the listeners keep anyway (read at collection, so
+// they cost nothing per message); distributions (sizes, durations) are recorded from the
+// diagnostics-channel events. Attributes are low-cardinality: listener names, reasons, outcomes,
+// API names — never topics, partitions or object keys.
+import type { Attributes, Histogram, Meter, ObservableResult } from '@opentelemetry/api';
+import type { FetchFillEvent } from '../filters/fetch-fill.js';
+import type { FetchStripEvent } from '../filters/fetch-strip.js';
+import type { ProduceDurableAckEvent } from '../filters/produce-wal.js';
+import type {
+  WalAppendRefusedEvent,
+  WalSealEvent,
+  WalUploadAttemptEvent,
+  WalUploadEndEvent,
+  WalUploadStartEvent,
+} from '../wal/channels.js';
+import type { TelemetrySources } from './sources.js';
+
+const MS_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
+const SIZE_BUCKETS = [
+  16 << 10,
+  64 << 10,
+  128 << 10,
+  256 << 10,
+  512 << 10,
+  1 << 20,
+  2 << 20,
+  4 << 20,
+  8 << 20,
+  16 << 20,
+  64 << 20,
+];
+
+/** The histograms and event counters fed from diagnostics-channel events. */
+export class ChannelMetrics {
+  readonly objectSize: Histogram;
+  readonly sealAge: Histogram;
+  readonly uploadQueued: Histogram;
+  readonly uploadDuration: Histogram;
+  readonly attemptDuration: Histogram;
+  readonly durableAck: Histogram;
+  readonly hold: Histogram;
+  readonly fill: Histogram;
+  readonly refused;
+
+  constructor(meter: Meter) {
+    const ms = (name: string, description: string) =>
+      meter.createHistogram(name, {
+        unit: 'ms',
+        description,
+        advice: { explicitBucketBoundaries: MS_BUCKETS },
+      });
+    this.objectSize = meter.createHistogram('walproxy.wal.object.size', {
+      unit: 'By',
+      description: 'Size of each sealed WAL object, by seal reason (size, linger, flush)',
+      advice: { explicitBucketBoundaries: SIZE_BUCKETS },
+    });
+    this.sealAge = ms(
+      'walproxy.wal.object.age',
+      'Time from a WAL object’s first batch to its seal, by seal reason',
+    );
+    this.uploadQueued = ms(
+      'walproxy.wal.upload.queue.duration',
+      'Time a sealed object waited for an upload slot',
+    );
+    this.uploadDuration = ms(
+      'walproxy.wal.upload.duration',
+      'Time from seal to settlement of an object upload, queueing and retries included, by outcome',
+    );
+    this.attemptDuration = ms(
+      'walproxy.wal.upload.attempt.duration',
+      'Duration of one upload attempt, by outcome',
+    );
+    this.durableAck = ms(
+      'walproxy.produce.durable_ack.duration',
+      'Time a Produce response was held after the broker answered, until its batches were stored, by outcome',
+    );
+    this.hold = ms(
+      'walproxy.fetch.hold.duration',
+      'Leader side: time a follower Fetch response waited for batches still uploading',
+    );
+    this.fill = ms(
+      'walproxy.fetch.fill.duration',
+      'Follower side: time from a response with references to the rebuilt response (range GETs included)',
+    );
+    this.refused = meter.createCounter('walproxy.wal.append.refused', {
+      unit: '{batch}',
+      description: 'Batches the WAL writer refused to copy, by kind (OVERLOADED, CLOSED)',
+    });
+  }
+
+  seal(e: WalSealEvent): void {
+    this.objectSize.record(e.size, { reason: e.reason });
+    this.sealAge.record(e.ageMs, { reason: e.reason });
+  }
+  uploadStart(e: WalUploadStartEvent): void {
+    this.uploadQueued.record(e.queuedMs);
+  }
+  uploadAttempt(e: WalUploadAttemptEvent): void {
+    this.attemptDuration.record(e.durationMs, { outcome: e.error === undefined ? 'ok' : 'error' });
+  }
+  uploadEnd(e: WalUploadEndEvent): void {
+    this.uploadDuration.record(e.durationMs, { outcome: e.error === undefined ? 'stored' : 'failed' });
+  }
+  appendRefused(e: WalAppendRefusedEvent): void {
+    this.refused.add(1, { kind: e.kind });
+  }
+  durableAckDone(e: ProduceDurableAckEvent): void {
+    this.durableAck.record(e.durationMs, { outcome: e.outcome });
+  }
+  strip(e: FetchStripEvent): void {
+    if (e.heldBatches > 0) this.hold.record(e.holdMs);
+  }
+  filled(e: FetchFillEvent): void {
+    this.fill.record(e.durationMs);
+  }
+}
+
+type Observe = (result: ObservableResult<Attributes>) => void;
+
+/** Registers the observable instruments that read `sources` at each collection. */
+export function observeSources(meter: Meter, sources: TelemetrySources): void {
+  const counter = (name: string, unit: string, description: string, observe: Observe) =>
+    meter.createObservableCounter(name, { unit, description }).addCallback(observe);
+  const upDown = (name: string, unit: string, description: string, observe: Observe) =>
+    meter.createObservableUpDownCounter(name, { unit, description }).addCallback(observe);
+  const gauge = (name: string, unit: string, description: string, observe: Observe) =>
+    meter.createObservableGauge(name, { unit, description }).addCallback(observe);
+  const perListener =
+    (pick: (c: ReturnType<TelemetrySources['listeners']>[number]['counters']) => number): Observe =>
+    (r) => {
+      for (const { name, counters } of sources.listeners()) r.observe(pick(counters), { listener: name });
+    };
+
+  upDown(
+    'walproxy.connections.active',
+    '{connection}',
+    'Open downstream connections, by listener',
+    perListener((c) => c.connectionsActive),
+  );
+  counter(
+    'walproxy.connections.accepted',
+    '{connection}',
+    'Downstream connections accepted, by listener',
+    perListener((c) => c.connectionsAccepted),
+  );
+  counter(
+    'walproxy.listener.protocol_errors',
+    '{connection}',
+    'Connections closed for a protocol error, by listener',
+    perListener((c) => c.closedForProtocolError),
+  );
+  counter(
+    'walproxy.listener.upstream_connect_failures',
+    '{connection}',
+    'Failed connects to the upstream, by listener',
+    perListener((c) => c.upstreamConnectFailures),
+  );
+  counter(
+    'walproxy.listener.bytes',
+    'By',
+    'Bytes through a listener, by direction (from/to downstream/upstream; to_* after filters)',
+    (r) => {
+      for (const { name, counters: c } of sources.listeners()) {
+        r.observe(c.bytesFromDownstream, { listener: name, direction: 'from_downstream' });
+        r.observe(c.bytesToUpstream, { listener: name, direction: 'to_upstream' });
+        r.observe(c.bytesFromUpstream, { listener: name, direction: 'from_upstream' });
+        r.observe(c.bytesToDownstream, { listener: name, direction: 'to_downstream' });
+      }
+    },
+  );
+  counter(
+    'walproxy.requests',
+    '{request}',
+    'Kafka requests forwarded or answered, by listener and API',
+    (r) => {
+      for (const { name, counters } of sources.listeners()) {
+        const byApi = new Map<string, number>();
+        for (const [key, n] of Object.entries(counters.requests)) {
+          // Keys are "<ApiName> v<version>": versions are summed, keeping the series few.
+          const api = key.replace(/ v\d+$/, '');
+          byApi.set(api, (byApi.get(api) ?? 0) + n);
+        }
+        for (const [api, n] of byApi) r.observe(n, { listener: name, api });
+      }
+    },
+  );
+
+  const wal = sources.wal;
+  if (!wal) return;
+  counter(
+    'walproxy.replication.bytes',
+    'By',
+    'Replicated record bytes by side (leader, follower) and path (referenced: through the object store; inline: across the link)',
+    (r) => {
+      const strip = wal.fetchStrip();
+      const fill = wal.fetchFill();
+      r.observe(strip.bytesReferenced, { side: 'leader', path: 'referenced' });
+      r.observe(strip.inlineBytes, { side: 'leader', path: 'inline' });
+      r.observe(fill.bytesFilled, { side: 'follower', path: 'referenced' });
+      r.observe(fill.inlineBytes, { side: 'follower', path: 'inline' });
+    },
+  );
+  counter(
+    'walproxy.fetch.references',
+    '{batch}',
+    'Batches sent as references (leader) or filled from the store (follower)',
+    (r) => {
+      r.observe(wal.fetchStrip().referencesSent, { side: 'leader' });
+      r.observe(wal.fetchFill().referencesFilled, { side: 'follower' });
+    },
+  );
+  counter(
+    'walproxy.fetch.inline.batches',
+    '{batch}',
+    'Leader side: batches of marked follower fetches sent inline, by reason',
+    (r) => {
+      const inline = wal.fetchStrip().inline;
+      r.observe(inline.notInWal, { reason: 'not_in_wal' });
+      r.observe(inline.notStoredInTime, { reason: 'not_stored_in_time' });
+      r.observe(inline.requestedInline, { reason: 'requested_inline' });
+      r.observe(inline.unknownTopic, { reason: 'unknown_topic' });
+    },
+  );
+  counter(
+    'walproxy.fetch.holds',
+    '{response}',
+    'Leader side: follower fetch responses held for uploading batches',
+    (r) => r.observe(wal.fetchStrip().holds),
+  );
+  counter(
+    'walproxy.fetch.fallbacks',
+    '{partition}',
+    'Follower side: partitions whose references could not be filled, by reason',
+    (r) => {
+      const f = wal.fetchFill().fallbacks;
+      r.observe(f.getFailed, { reason: 'get_failed' });
+      r.observe(f.crcMismatch, { reason: 'crc_mismatch' });
+      r.observe(f.lengthMismatch, { reason: 'length_mismatch' });
+      r.observe(f.malformed, { reason: 'malformed' });
+    },
+  );
+  gauge(
+    'walproxy.fetch.pending_inline',
+    '{partition}',
+    'Follower side: partitions asking the leader side for inline bytes now',
+    (r) => r.observe(wal.fetchFill().pendingInline),
+  );
+
+  counter('walproxy.produce.requests', '{request}', 'Produce requests with batches copied to the WAL', (r) =>
+    r.observe(wal.produce().requestsCopied),
+  );
+  counter('walproxy.produce.batches', '{batch}', 'Produced batches copied to the WAL', (r) =>
+    r.observe(wal.produce().batchesCopied),
+  );
+  counter('walproxy.produce.bytes', 'By', 'Produced batch bytes copied to the WAL', (r) =>
+    r.observe(wal.produce().bytesCopied),
+  );
+  counter(
+    'walproxy.produce.durable_ack.failures',
+    '{partition}',
+    'Partitions answered REQUEST_TIMED_OUT because their batch was not stored',
+    (r) => r.observe(wal.produce().durableAckFailures),
+  );
+  counter('walproxy.produce.not_copied', '{item}', 'Produce data not copied to the WAL, by reason', (r) => {
+    const p = wal.produce();
+    r.observe(p.unknownTopicIds, { reason: 'unknown_topic_id' });
+    r.observe(p.unsupportedVersions, { reason: 'unsupported_version' });
+    r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
+  });
+
+  counter('walproxy.wal.objects.uploaded', '{object}', 'WAL objects stored', (r) =>
+    r.observe(wal.writer().objectsUploaded),
+  );
+  counter('walproxy.wal.bytes.uploaded', 'By', 'Bytes of WAL objects stored', (r) =>
+    r.observe(wal.writer().bytesUploaded),
+  );
+  counter(
+    'walproxy.wal.upload.attempts',
+    '{attempt}',
+    'Store calls for WAL objects, first attempts included',
+    (r) => r.observe(wal.writer().uploadAttempts),
+  );
+  counter('walproxy.wal.upload.retries', '{attempt}', 'Upload attempts after the first', (r) =>
+    r.observe(wal.writer().uploadRetries),
+  );
+  counter(
+    'walproxy.wal.upload.failures',
+    '{object}',
+    'WAL objects not stored (their batches count as not stored)',
+    (r) => r.observe(wal.writer().uploadFailures),
+  );
+  counter('walproxy.wal.seals', '{object}', 'WAL objects sealed, by reason', (r) => {
+    const w = wal.writer();
+    r.observe(w.sealedBySize, { reason: 'size' });
+    r.observe(w.sealedByLinger, { reason: 'linger' });
+    r.observe(w.sealedByFlush, { reason: 'flush' });
+  });
+  gauge('walproxy.wal.pending.bytes', 'By', 'Batch bytes copied and not yet stored or failed', (r) =>
+    r.observe(wal.writer().pendingBytes),
+  );
+  gauge('walproxy.wal.uploads.in_flight', '{upload}', 'Store calls running', (r) =>
+    r.observe(wal.writer().uploadsInFlight),
+  );
+  gauge('walproxy.wal.uploads.queued', '{object}', 'Sealed objects waiting for an upload slot', (r) =>
+    r.observe(wal.writer().queuedObjects),
+  );
+
+  counter('walproxy.wal.reader.gets', '{request}', 'Follower side: ranged GETs sent to the store', (r) =>
+    r.observe(wal.reader().gets),
+  );
+  counter('walproxy.wal.reader.bytes', 'By', 'Follower side: bytes the ranged GETs returned', (r) =>
+    r.observe(wal.reader().bytesFetched),
+  );
+  counter(
+    'walproxy.wal.reader.cache.lookups',
+    '{read}',
+    'Follower side: range reads by cache result (hit, miss)',
+    (r) => {
+      const s = wal.reader();
+      r.observe(s.cacheHits, { result: 'hit' });
+      r.observe(s.cacheMisses, { result: 'miss' });
+    },
+  );
+  gauge(
+    'walproxy.wal.reader.cache.hit_ratio',
+    '1',
+    'Follower side: cache hits over reads since start (0 before any read)',
+    (r) => {
+      const s = wal.reader();
+      const reads = s.cacheHits + s.cacheMisses;
+      r.observe(reads === 0 ? 0 : s.cacheHits / reads);
+    },
+  );
+  gauge('walproxy.wal.reader.cache.size', 'By', 'Follower side: bytes of object spans in the cache', (r) =>
+    r.observe(wal.reader().cachedBytes),
+  );
+
+  counter('walproxy.wal.metadata.published', '{record}', 'WAL metadata pieces published', (r) =>
+    r.observe(wal.metadata().published),
+  );
+  counter(
+    'walproxy.wal.metadata.overflowed',
+    '{record}',
+    'WAL metadata pieces dropped because the queue was full',
+    (r) => r.observe(wal.metadata().overflowed),
+  );
+  counter('walproxy.wal.metadata.send_failures', '{request}', 'Failed sends to the metadata topic', (r) =>
+    r.observe(wal.metadata().sendFailures),
+  );
+  gauge('walproxy.wal.metadata.queued', '{record}', 'WAL metadata pieces waiting to be sent', (r) =>
+    r.observe(wal.metadata().queued),
+  );
+}

@@ -1,0 +1,29 @@
+import type { FetchFillStats } from '../filters/fetch-fill.js';
+import type { FetchStripStats } from '../filters/fetch-strip.js';
+import type { ProduceWalStats } from '../filters/produce-wal.js';
+import type { ListenerCounters } from '../net/counters.js';
+import type { WalRangeReaderStats } from '../wal/range-reader.js';
+import type { WalWriterStats } from '../wal/wal-writer.js';
+
+/** The WAL parts' stats objects, read at each collection (they are cumulative counters and gauges). */
+export interface WalStatsSources {
+  produce: () => ProduceWalStats;
+  fetchStrip: () => FetchStripStats;
+  fetchFill: () => FetchFillStats;
+  reader: () => WalRangeReaderStats;
+  writer: () => WalWriterStats;
+  metadata: () => {
+    published: number;
+    records: number;
+    overflowed: number;
+    sendFailures: number;
+    queued: number;
+  };
+}
+
+/** What the telemetry reads from a running sidecar; nothing here is called on the data path. */
+export interface TelemetrySources {
+  brokerId: number;
+  listeners: () => ReadonlyArray<{ readonly name: string; readonly counters: ListenerCounters }>;
+  wal?: WalStatsSources;
+}

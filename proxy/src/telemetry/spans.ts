@@ -1,0 +1,227 @@
+// Spans from the diagnostics-channel events. Every event arrives when its work is done, carrying
+// its duration, so spans are created with an explicit start time and ended at once: no span is
+// ever left open. Correlation:
+// - a WAL object's upload span is a child of its seal span (by object key);
+// - a Produce request's durable-ack span is a child of its interception span (by request) and
+//   links to the upload spans of the objects that carried its batches (by object key, remembered
+//   for the last RECENT_UPLOADS uploads).
+import {
+  type Attributes,
+  type Link,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
+import type { FetchFallbackEvent, FetchFillEvent } from '../filters/fetch-fill.js';
+import type { FetchStripEvent } from '../filters/fetch-strip.js';
+import type { ProduceDurableAckEvent, ProduceInterceptEvent } from '../filters/produce-wal.js';
+import type { RequestInfo } from '../net/frame-filter.js';
+import type {
+  WalSealEvent,
+  WalUploadAttemptEvent,
+  WalUploadEndEvent,
+  WalUploadStartEvent,
+} from '../wal/channels.js';
+
+/** Upload span contexts kept for links from durable-ack spans; sealed/uploading ones are kept until their end. */
+export const RECENT_UPLOADS = 4096;
+const MAX_OPEN = 65_536;
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export class SpanMapper {
+  readonly #seals = new Map<string, SpanContext>();
+  readonly #uploads = new Map<string, Span>();
+  readonly #recent = new Map<string, SpanContext>();
+  readonly #intercepts = new WeakMap<RequestInfo, SpanContext>();
+  #fallbacks: FetchFallbackEvent[] = [];
+
+  constructor(
+    private readonly tracer: Tracer,
+    private readonly now: () => number = () => Date.now(),
+  ) {}
+
+  #start(name: string, startMs: number, attributes: Attributes, parent?: SpanContext, links?: Link[]): Span {
+    const ctx = parent ? trace.setSpanContext(ROOT_CONTEXT, parent) : ROOT_CONTEXT;
+    return this.tracer.startSpan(name, { startTime: startMs, attributes, ...(links ? { links } : {}) }, ctx);
+  }
+
+  intercept(e: ProduceInterceptEvent): void {
+    const now = this.now();
+    const span = this.#start('walproxy.produce', now, {
+      'walproxy.produce.topics': e.topics,
+      'walproxy.produce.batches': e.batches,
+      'walproxy.produce.bytes': e.bytes,
+      'walproxy.produce.deferred_topics': e.deferredTopics,
+      'walproxy.produce.durable_ack': e.durableAck,
+    });
+    span.end(now);
+    if (e.durableAck || e.deferredTopics > 0) this.#intercepts.set(e.request, span.spanContext());
+  }
+
+  durableAck(e: ProduceDurableAckEvent): void {
+    const now = this.now();
+    const links: Link[] = [];
+    for (const key of e.objectKeys) {
+      const upload = this.#recent.get(key);
+      if (upload) links.push({ context: upload, attributes: { 'walproxy.wal.object.key': key } });
+    }
+    const span = this.#start(
+      'walproxy.produce.durable_ack',
+      now - e.durationMs,
+      {
+        'walproxy.produce.outcome': e.outcome,
+        'walproxy.produce.batches': e.batches,
+        'walproxy.produce.failed_partitions': e.failedPartitions,
+        'walproxy.wal.objects': e.objectKeys.length,
+      },
+      this.#intercepts.get(e.request),
+      links,
+    );
+    if (e.outcome === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: 'batches not stored' });
+    span.end(now);
+  }
+
+  seal(e: WalSealEvent): void {
+    const now = this.now();
+    const span = this.#start('walproxy.wal.seal', now - e.ageMs, {
+      'walproxy.wal.object.key': e.objectKey,
+      'walproxy.wal.object.size': e.size,
+      'walproxy.wal.object.batches': e.batchCount,
+      'walproxy.wal.seal.reason': e.reason,
+    });
+    span.end(now);
+    remember(this.#seals, e.objectKey, span.spanContext(), MAX_OPEN);
+  }
+
+  uploadStart(e: WalUploadStartEvent): void {
+    const span = this.#start(
+      'walproxy.wal.upload',
+      this.now() - e.queuedMs,
+      {
+        'walproxy.wal.object.key': e.objectKey,
+        'walproxy.wal.object.size': e.size,
+        'walproxy.wal.object.batches': e.batchCount,
+        'walproxy.wal.upload.queued_ms': e.queuedMs,
+      },
+      this.#seals.get(e.objectKey),
+    );
+    this.#seals.delete(e.objectKey);
+    const previous = this.#uploads.get(e.objectKey);
+    previous?.end();
+    remember(this.#uploads, e.objectKey, span, MAX_OPEN, (s) => s.end());
+  }
+
+  uploadAttempt(e: WalUploadAttemptEvent): void {
+    const attributes: Attributes = {
+      'walproxy.wal.upload.attempt': e.attempt,
+      'walproxy.wal.upload.attempt.duration_ms': e.durationMs,
+      'walproxy.wal.upload.already_stored': e.alreadyStored,
+    };
+    if (e.error !== undefined) {
+      attributes['walproxy.wal.upload.error'] = errorText(e.error);
+      attributes['walproxy.wal.upload.retriable'] = e.retriable;
+    }
+    if (e.backoffMs !== undefined) attributes['walproxy.wal.upload.backoff_ms'] = e.backoffMs;
+    this.#uploads.get(e.objectKey)?.addEvent('attempt', attributes);
+  }
+
+  uploadEnd(e: WalUploadEndEvent): void {
+    const now = this.now();
+    let span = this.#uploads.get(e.objectKey);
+    this.#uploads.delete(e.objectKey);
+    // The deadline can end an upload that never got a slot: no start event came.
+    span ??= this.#start(
+      'walproxy.wal.upload',
+      now - e.durationMs,
+      {
+        'walproxy.wal.object.key': e.objectKey,
+        'walproxy.wal.object.size': e.size,
+        'walproxy.wal.object.batches': e.batchCount,
+      },
+      this.#seals.get(e.objectKey),
+    );
+    this.#seals.delete(e.objectKey);
+    span.setAttribute('walproxy.wal.upload.attempts', e.attempts);
+    if (e.error === undefined) {
+      span.setAttribute('walproxy.wal.upload.outcome', 'stored');
+    } else {
+      span.setAttribute('walproxy.wal.upload.outcome', 'failed');
+      span.setStatus({ code: SpanStatusCode.ERROR, message: errorText(e.error) });
+    }
+    span.end(now);
+    remember(this.#recent, e.objectKey, span.spanContext(), RECENT_UPLOADS);
+  }
+
+  strip(e: FetchStripEvent): void {
+    const now = this.now();
+    const start = now - e.durationMs;
+    const span = this.#start('walproxy.fetch.strip', start, {
+      'walproxy.fetch.references': e.references,
+      'walproxy.fetch.bytes_referenced': e.bytesReferenced,
+      'walproxy.fetch.inline_bytes.not_in_wal': e.inlineBytes.notInWal,
+      'walproxy.fetch.inline_bytes.not_stored_in_time': e.inlineBytes.notStoredInTime,
+      'walproxy.fetch.inline_bytes.requested_inline': e.inlineBytes.requestedInline,
+      'walproxy.fetch.inline_bytes.unknown_topic': e.inlineBytes.unknownTopic,
+      'walproxy.fetch.held_batches': e.heldBatches,
+    });
+    if (e.heldBatches > 0) {
+      this.#start(
+        'walproxy.fetch.hold',
+        start,
+        { 'walproxy.fetch.held_batches': e.heldBatches, 'walproxy.fetch.hold_ms': e.holdMs },
+        span.spanContext(),
+      ).end(Math.min(now, start + e.holdMs));
+    }
+    span.end(now);
+  }
+
+  /** Fallbacks are published just before their response's fill event, in the same tick. */
+  fallback(e: FetchFallbackEvent): void {
+    if (this.#fallbacks.length < 1000) this.#fallbacks.push(e);
+  }
+
+  fill(e: FetchFillEvent): void {
+    const now = this.now();
+    const span = this.#start('walproxy.fetch.fill', now - e.durationMs, {
+      'walproxy.fetch.references': e.references,
+      'walproxy.fetch.bytes': e.bytes,
+      'walproxy.fetch.fallbacks': e.fallbacks,
+    });
+    const fallbacks = this.#fallbacks.splice(0);
+    for (const f of e.fallbacks > 0 ? fallbacks.slice(-e.fallbacks) : []) {
+      span.addEvent('fallback', {
+        'walproxy.fetch.fallback.reason': f.reason,
+        'walproxy.fetch.fallback.detail': f.detail,
+        'walproxy.fetch.fallback.partition': f.partition,
+        'walproxy.fetch.fallback.from_offset': f.fromOffset.toString(),
+        ...(f.topic !== undefined ? { 'walproxy.fetch.fallback.topic': f.topic } : {}),
+        ...(f.topicId !== undefined ? { 'walproxy.fetch.fallback.topic_id': f.topicId } : {}),
+      });
+    }
+    if (e.fallbacks > 0)
+      span.setStatus({ code: SpanStatusCode.ERROR, message: `${e.fallbacks} partitions fell back` });
+    span.end(now);
+  }
+}
+
+/** Map insert that evicts the oldest entry past `max` (a Map iterates in insertion order). */
+function remember<V>(
+  map: Map<string, V>,
+  key: string,
+  value: V,
+  max: number,
+  evicted?: (v: V) => void,
+): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size <= max) return;
+  const oldest = map.keys().next().value as string;
+  evicted?.(map.get(oldest)!);
+  map.delete(oldest);
+}
