@@ -9,7 +9,7 @@ export KAFKA_VERSION
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps apt-install helm test test-unit e2e demo bench lint format clean
+.PHONY: help deps build kafka system-deps apt-install helm test test-unit e2e demo bench lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -35,6 +35,7 @@ kafka:
 system-deps:
 	@command -v kcat >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=kcat
 	@command -v nft >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=nftables
+	@command -v prometheus >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=prometheus
 
 apt-install:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -75,6 +76,11 @@ lint: deps
 
 format: deps
 	npx biome check --write .
+
+# docs/cli.md from the yargs definitions (proxy/test/cli/cli-docs.test.ts fails when it drifts).
+docs: deps
+	npx tsc -b shared proxy
+	node proxy/dist/cli/gen-docs.js
 
 clean:
 	rm -rf node_modules */node_modules */dist */*.tsbuildinfo e2e/.runs

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
-import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { EXIT_CONFIG_ERROR, runSidecar, sidecarOptions } from './sidecar-command.js';
+import { buildCli } from './cli.js';
 
 // The AWS SDK warns on every start under Node 20 that its 2027 releases will need Node 22. The
 // pinned SDK works on 20 and the container image runs a current LTS; keep stderr for errors an
@@ -13,16 +12,4 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
   (emitWarning as (...args: unknown[]) => void)(warning, ...rest);
 }) as typeof process.emitWarning;
 
-await yargs(hideBin(process.argv))
-  .scriptName('walproxy')
-  .env('WALPROXY')
-  .command('sidecar', 'run the sidecar next to one Kafka broker', sidecarOptions, (argv) => runSidecar(argv))
-  .demandCommand(1, 'name a command: walproxy sidecar --help')
-  .strict()
-  .fail((message, error) => {
-    // One clear line instead of yargs' help dump; exit 2 marks a configuration error.
-    process.stderr.write(`walproxy: ${message ?? error?.message}\n`);
-    process.exit(EXIT_CONFIG_ERROR);
-  })
-  .help()
-  .parseAsync();
+await buildCli(hideBin(process.argv)).parseAsync();

@@ -2,6 +2,7 @@ import type { Argv } from 'yargs';
 import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
 import { createLogger } from '../log.js';
 import { Sidecar, SidecarConfigError } from '../sidecar.js';
+import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../telemetry/options.js';
 
 export const EXIT_CONFIG_ERROR = 2;
 
@@ -131,6 +132,12 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'bytes copied but not yet stored; past it new batches are not copied (memory bound)',
       default: SIDECAR_DEFAULTS['wal-max-pending-bytes'],
     })
+    .option('wal-read-store-url', {
+      type: 'string',
+      array: true,
+      describe:
+        "follower side: other stores (URLs, globs) whose references may be read, e.g. each zone's S3 Express bucket (repeatable); the own --wal-store-url always",
+    })
     .option('max-hold-ms', {
       type: 'string',
       requiresArg: true,
@@ -183,6 +190,22 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'retention.ms of the metadata topic when walproxy creates it',
       default: SIDECAR_DEFAULTS['metadata-topic-retention-ms'],
     })
+    .option('otlp-endpoint', {
+      type: 'string',
+      describe:
+        'OTLP/HTTP base URL of a collector (traces to /v1/traces, metrics to /v1/metrics); default $OTEL_EXPORTER_OTLP_ENDPOINT, unset = no OTLP export',
+    })
+    .option('otel-service-name', {
+      type: 'string',
+      describe: 'service.name of the exported telemetry',
+      default: TELEMETRY_DEFAULTS['otel-service-name'],
+    })
+    .option('metrics-export-interval-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'how often metrics are pushed over OTLP (1000–3600000)',
+      default: TELEMETRY_DEFAULTS['metrics-export-interval-ms'],
+    })
     .option('log-level', {
       type: 'string',
       describe: 'fatal, error, warn, info, debug, trace or silent',
@@ -192,15 +215,20 @@ export function sidecarOptions(yargs: Argv): Argv {
 
 export async function runSidecar(argv: Record<string, unknown>): Promise<void> {
   const parsed = parseSidecarConfig(argv);
-  if ('errors' in parsed) {
-    for (const error of parsed.errors) process.stderr.write(`walproxy sidecar: ${error}\n`);
+  const telemetry = parseTelemetryOptions(argv);
+  const errors = [
+    ...('errors' in parsed ? parsed.errors : []),
+    ...('errors' in telemetry ? telemetry.errors : []),
+  ];
+  if ('errors' in parsed || 'errors' in telemetry) {
+    for (const error of errors) process.stderr.write(`walproxy sidecar: ${error}\n`);
     process.exit(EXIT_CONFIG_ERROR);
   }
   const { config } = parsed;
   const log = createLogger(config.logLevel);
   let sidecar: Sidecar;
   try {
-    sidecar = new Sidecar(config, log);
+    sidecar = new Sidecar(config, log, undefined, telemetry.options);
     await sidecar.start();
   } catch (error) {
     if (error instanceof SidecarConfigError) {

@@ -1,0 +1,48 @@
+// The `walproxy` command tree. main.ts parses process.argv with it; gen-docs.ts renders every
+// command's --help into docs/cli.md from the same definitions.
+import { readFileSync } from 'node:fs';
+import yargs, { type Argv } from 'yargs';
+import { costOptions, runCost } from './cost-command.js';
+import { EXIT_CONFIG_ERROR, runSidecar, sidecarOptions } from './sidecar-command.js';
+import { walCommands } from './wal-command.js';
+
+/** Columns --help wraps at; fixed so docs/cli.md does not depend on the terminal. */
+export const HELP_WIDTH = 100;
+
+export function walproxyVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
+export function buildCli(args: string[]): Argv {
+  return yargs(args)
+    .scriptName('walproxy')
+    .env('WALPROXY')
+    .command('sidecar', 'run the sidecar next to one Kafka broker', sidecarOptions, (argv) =>
+      runSidecar(argv),
+    )
+    .command('wal', 'inspect, verify and clean up WAL objects (ls, inspect, verify, gc)', (y) =>
+      walCommands(y),
+    )
+    .command(
+      'cost',
+      'monthly cost of stock cross-zone replication vs walproxy, and the break-even throughput and object size',
+      (y) => costOptions(y),
+      (argv) => runCost(argv),
+    )
+    .command('version', 'print the walproxy version', {}, () => {
+      process.stdout.write(`walproxy ${walproxyVersion()} (node ${process.version})\n`);
+    })
+    .version(walproxyVersion())
+    .demandCommand(1, 'name a command: walproxy --help')
+    .strict()
+    .fail((message, error) => {
+      // One clear line instead of yargs' help dump; exit 2 marks a configuration error.
+      process.stderr.write(`walproxy: ${message ?? error?.message}\n`);
+      process.exit(EXIT_CONFIG_ERROR);
+    })
+    .help()
+    .wrap(HELP_WIDTH);
+}

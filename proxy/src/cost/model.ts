@@ -1,0 +1,182 @@
+// Monthly cost of moving follower replication through S3 Express One Zone versus stock cross-zone
+// replication (docs/cost.md has the formulas and their assumptions).
+import type { PriceTable } from './prices.js';
+
+/** A 30-day month, the convention of the reference numbers. */
+export const SECONDS_PER_MONTH = 30 * 24 * 3600;
+export const BYTES_PER_GB = 1e9;
+
+export interface CostInputs {
+  /** Produced bytes per second into WAL topics, all leader brokers together. */
+  throughputBytesPerSec: number;
+  replicationFactor: number;
+  zones: number;
+  /** The sidecar seals an object at most this long after its first batch. */
+  lingerMs: number;
+  /** The sidecar seals an object when it reaches this size (--wal-target-bytes). */
+  objectBytes: number;
+  /** Leader brokers (sidecars) the throughput is spread over; each seals its own objects. */
+  brokers: number;
+  /** How long WAL objects are kept before gc or a lifecycle rule deletes them. */
+  retentionSec: number;
+  /**
+   * Fraction of the stock replication bytes that still cross zones with walproxy (Fetch
+   * responses carry references, offsets and 61-byte batch headers inline).
+   */
+  residualFraction: number;
+}
+
+export interface CostLine {
+  item: string;
+  quantity: number;
+  unit: string;
+  usd: number;
+}
+
+export interface CostResult {
+  producedGbPerMonth: number;
+  /** Followers in another zone than their leader (each gets every produced byte). */
+  crossZoneFollowers: number;
+  /** Followers that read each object from the store. */
+  followers: number;
+  /** Object size actually reached: the target, or less when the linger seals first. */
+  effectiveObjectBytes: number;
+  objectsPerSecond: number;
+  stock: CostLine[];
+  walproxy: CostLine[];
+  stockUsd: number;
+  walproxyUsd: number;
+  savedUsd: number;
+  /** Throughput (bytes/s) above which walproxy costs less; undefined when it never does. */
+  breakEvenBytesPerSec: number | undefined;
+  /** Smallest object size (bytes) at which an object costs less than replicating its bytes. */
+  breakEvenObjectBytes: number | undefined;
+}
+
+/** Replicas of a partition in its leader's zone when rf replicas spread round-robin over the zones. */
+export function crossZoneFollowers(replicationFactor: number, zones: number): number {
+  return replicationFactor - Math.ceil(replicationFactor / Math.min(zones, replicationFactor));
+}
+
+/** Objects per second: each broker seals at the earlier of size and linger (never an empty one). */
+export function objectsPerSecond(inputs: CostInputs, bytesPerSec = inputs.throughputBytesPerSec): number {
+  if (bytesPerSec <= 0) return 0;
+  const perBroker = bytesPerSec / inputs.brokers;
+  const bySize = perBroker / inputs.objectBytes;
+  const byLinger = 1000 / Math.max(inputs.lingerMs, 1);
+  return inputs.brokers * Math.max(bySize, byLinger);
+}
+
+function charged(bytes: number, requests: number, prices: PriceTable): number {
+  return Math.max(0, bytes - requests * prices.freeBytesPerRequest);
+}
+
+export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult {
+  const cz = crossZoneFollowers(inputs.replicationFactor, inputs.zones);
+  const followers = inputs.replicationFactor - 1;
+  const walAt = (bps: number): CostLine[] => {
+    const gb = (bps * SECONDS_PER_MONTH) / BYTES_PER_GB;
+    const puts = objectsPerSecond(inputs, bps) * SECONDS_PER_MONTH;
+    const gets = puts * followers;
+    const uploadGb = charged(gb * BYTES_PER_GB, puts, prices) / BYTES_PER_GB;
+    const retrievalGb = charged(gb * followers * BYTES_PER_GB, gets, prices) / BYTES_PER_GB;
+    const storedGb = (bps * inputs.retentionSec) / BYTES_PER_GB;
+    const residualGb = gb * cz * inputs.residualFraction;
+    return [
+      {
+        item: 'S3E1Z PUT requests',
+        quantity: puts,
+        unit: 'requests',
+        usd: (puts / 1000) * prices.putPer1000,
+      },
+      { item: 'S3E1Z upload', quantity: uploadGb, unit: 'GB', usd: uploadGb * prices.uploadPerGb },
+      {
+        item: 'S3E1Z GET requests (followers)',
+        quantity: gets,
+        unit: 'requests',
+        usd: (gets / 1000) * prices.getPer1000,
+      },
+      {
+        item: 'S3E1Z retrieval (followers)',
+        quantity: retrievalGb,
+        unit: 'GB',
+        usd: retrievalGb * prices.retrievalPerGb,
+      },
+      {
+        item: 'S3E1Z storage (retention)',
+        quantity: storedGb,
+        unit: 'GB-month',
+        usd: storedGb * prices.storagePerGbMonth,
+      },
+      {
+        item: 'cross-zone residue (references, headers)',
+        quantity: residualGb,
+        unit: 'GB',
+        usd: residualGb * prices.crossZonePerGb,
+      },
+    ];
+  };
+  const sum = (lines: CostLine[]) => lines.reduce((t, l) => t + l.usd, 0);
+
+  const producedGb = (inputs.throughputBytesPerSec * SECONDS_PER_MONTH) / BYTES_PER_GB;
+  const stock: CostLine[] = [
+    {
+      item: `cross-zone replication (${cz} follower${cz === 1 ? '' : 's'} in other zones)`,
+      quantity: producedGb * cz,
+      unit: 'GB',
+      usd: producedGb * cz * prices.crossZonePerGb,
+    },
+  ];
+  const walproxy = walAt(inputs.throughputBytesPerSec);
+  const stockUsd = sum(stock);
+  const walproxyUsd = sum(walproxy);
+
+  // Per byte, an object of size S saves S·(stock − walproxy per-byte charges) and costs one PUT
+  // and one GET per follower: it pays off from S = request cost / per-byte saving.
+  // With a free allowance per request at least the object size, no object byte pays upload or
+  // retrieval; a smaller allowance is ignored here (conservative).
+  const perGbCharged = prices.freeBytesPerRequest >= inputs.objectBytes ? 0 : 1;
+  const perByteSaving =
+    (cz * prices.crossZonePerGb * (1 - inputs.residualFraction) -
+      perGbCharged * (prices.uploadPerGb + followers * prices.retrievalPerGb) -
+      (prices.storagePerGbMonth * inputs.retentionSec) / SECONDS_PER_MONTH) /
+    BYTES_PER_GB;
+  const requestCost = (prices.putPer1000 + followers * prices.getPer1000) / 1000;
+  const breakEvenObjectBytes = perByteSaving > 0 ? requestCost / perByteSaving : undefined;
+
+  return {
+    producedGbPerMonth: producedGb,
+    crossZoneFollowers: cz,
+    followers,
+    effectiveObjectBytes:
+      inputs.throughputBytesPerSec > 0 ? inputs.throughputBytesPerSec / objectsPerSecond(inputs) : 0,
+    objectsPerSecond: objectsPerSecond(inputs),
+    stock,
+    walproxy,
+    stockUsd,
+    walproxyUsd,
+    savedUsd: stockUsd - walproxyUsd,
+    breakEvenBytesPerSec: breakEvenThroughput(inputs, perByteSaving, requestCost),
+    breakEvenObjectBytes,
+  };
+}
+
+/**
+ * The smallest throughput at which walproxy costs no more than stock replication. While the linger
+ * seals objects (throughput below `fill`), walproxy pays a fixed request cost F per month plus a
+ * per-byte cost: savings = R·sec·a − F, zero at R = F / (sec·a). Above `fill` objects are full and
+ * savings are R·sec·(a − requestCost/objectBytes), linear through zero: if they are positive there,
+ * the crossing already happened below `fill`. So the break-even is F / (sec·a) when that lies at or
+ * below `fill`, and there is none otherwise.
+ */
+function breakEvenThroughput(
+  inputs: CostInputs,
+  perByteSaving: number,
+  requestCost: number,
+): number | undefined {
+  if (perByteSaving <= 0) return undefined;
+  const lingerObjectsPerSec = inputs.brokers * (1000 / Math.max(inputs.lingerMs, 1));
+  const fill = lingerObjectsPerSec * inputs.objectBytes;
+  const root = (lingerObjectsPerSec * requestCost) / perByteSaving;
+  return root <= fill ? root : undefined;
+}

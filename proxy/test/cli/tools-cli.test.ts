@@ -1,0 +1,86 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// The built CLI, exactly as operators run it (`make test-unit` builds first).
+const MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+function run(args: string[]) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('walproxy operator commands', () => {
+  it('wal gc: one line per bad setting, exit 2, nothing on stdout', async () => {
+    const result = await run(['wal', 'gc', '--older-than=2', '--s3-force-path-style=yes']);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr.trim().split('\n')).toEqual([
+      'walproxy wal gc: --store-url: is required (s3://bucket/prefix or file:///dir)',
+      "walproxy wal gc: --s3-force-path-style: 'yes' is not true or false",
+      "walproxy wal gc: --older-than: '2' is not a duration (a number with a unit: ms, s, m, h, d; e.g. 90s, 2h, 1h30m)",
+    ]);
+  });
+
+  it('wal verify: requires --bootstrap and checks times and data dirs', async () => {
+    const result = await run([
+      'wal',
+      'verify',
+      '--store-url=s3://bucket/wal',
+      '--since=yesterday',
+      '--data-dir=/nonexistent/walproxy',
+    ]);
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      'walproxy wal verify: --bootstrap: is required (host:port of a broker or its sidecar)',
+      "walproxy wal verify: --since: 'yesterday' is not a time (ISO 8601 like 2026-01-02T03:04:05Z, epoch milliseconds, or a duration ago like 2h)",
+      "walproxy wal verify: --data-dir: '/nonexistent/walproxy' does not exist",
+    ]);
+  });
+
+  it('wal ls on a file:// store that does not exist fails with one line, exit 1', async () => {
+    const result = await run(['wal', 'ls', '--store-url=file:///nonexistent/walproxy-store']);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toMatch(/^walproxy wal ls: .*\(WALPROXY_ERR_STORE_/);
+  });
+
+  it('cost: prints the comparison; bad values one line each, exit 2', async () => {
+    const ok = await run([
+      'cost',
+      '--throughput-mbps=20',
+      '--linger-ms=50',
+      '--retention=10m',
+      '--residual=0',
+    ]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/saved per month: \$1,689\.96 \(81\.5 %\)/);
+    const bad = await run(['cost', '--throughput-mbps=fast', '--zones=0']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toEqual([
+      "walproxy cost: --throughput-mbps: 'fast' is not a number from 0 to 1000000000",
+      "walproxy cost: --zones: '0' is not a whole number from 1 to 32",
+    ]);
+  });
+
+  it('version prints the package version', async () => {
+    const result = await run(['version']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^walproxy \d+\.\d+\.\d+ \(node v\d+/);
+  });
+
+  it('unknown wal subcommand or flag: exit 2', async () => {
+    expect((await run(['wal', 'lss'])).code).toBe(2);
+    expect((await run(['wal', 'ls', '--stor-url=x'])).code).toBe(2);
+  });
+});

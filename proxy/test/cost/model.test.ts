@@ -1,0 +1,111 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseCostFlags } from '../../src/cli/cost-command.js';
+import { computeCost, crossZoneFollowers } from '../../src/cost/model.js';
+import { DEFAULT_PRICES, mergePrices } from '../../src/cost/prices.js';
+
+describe('walproxy cost', () => {
+  it('reproduces the hand-computed reference case (20 MB/s, RF 3 over 3 zones, 400 KB objects)', () => {
+    const parsed = parseCostFlags({
+      'throughput-mbps': '20',
+      rf: '3',
+      zones: '3',
+      'linger-ms': '50', // 400 KB fills in 20 ms at 20 MB/s, so objects are full: 50 PUT/s
+      'object-bytes': '400KB',
+      brokers: '1',
+      retention: '10m',
+      residual: '0',
+    });
+    if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
+    const cost = computeCost(parsed.parsed.inputs, DEFAULT_PRICES);
+    const usd = Object.fromEntries(cost.walproxy.map((l) => [l.item, l.usd]));
+
+    // A 30-day month is 2,592,000 s; 20 MB/s × 2,592,000 s = 51,840 GB produced.
+    expect(cost.producedGbPerMonth).toBeCloseTo(51_840, 6);
+    // Stock: 2 followers in other zones × 51,840 GB × $0.02 = $2,073.60
+    expect(cost.stockUsd).toBeCloseTo(2_073.6, 6);
+    // PUTs: 20,000,000 / 400,000 = 50/s × 2,592,000 = 129,600,000 × $0.00113/1,000 = $146.448
+    expect(cost.objectsPerSecond).toBeCloseTo(50, 9);
+    expect(usd['S3E1Z PUT requests']).toBeCloseTo(146.448, 6);
+    // Upload: 51,840 GB × $0.0032 = $165.888
+    expect(usd['S3E1Z upload']).toBeCloseTo(165.888, 6);
+    // GETs: each of 2 followers reads each object once: 259,200,000 × $0.00003/1,000 = $7.776
+    expect(usd['S3E1Z GET requests (followers)']).toBeCloseTo(7.776, 6);
+    // Retrieval: 2 × 51,840 GB = 103,680 GB × $0.0006 = $62.208
+    expect(usd['S3E1Z retrieval (followers)']).toBeCloseTo(62.208, 6);
+    // Storage: 20 MB/s × 600 s = 12 GB held × $0.11/GB-month = $1.32
+    expect(usd['S3E1Z storage (retention)']).toBeCloseTo(1.32, 6);
+    // Total 146.448 + 165.888 + 7.776 + 62.208 + 1.32 = $383.64; saved $1,689.96
+    expect(cost.walproxyUsd).toBeCloseTo(383.64, 6);
+    expect(cost.savedUsd).toBeCloseTo(1_689.96, 6);
+
+    // Break-even object size: request cost per object (0.00113 + 2 × 0.00003) / 1,000 = $1.19e-6,
+    // divided by the saving per byte (0.04 − 0.0032 − 2 × 0.0006 − 0.11 × 600 / 2,592,000) / 1e9
+    // = 0.035574537… / 1e9 → 33,451.3 bytes
+    const perByte = (0.04 - 0.0032 - 0.0012 - (0.11 * 600) / 2_592_000) / 1e9;
+    expect(cost.breakEvenObjectBytes).toBeCloseTo(1.19e-6 / perByte, 3);
+    expect(Math.round(cost.breakEvenObjectBytes!)).toBe(33_451);
+    // Break-even throughput: the 50 ms linger seals at least 20 objects/s whatever the rate, a fixed
+    // $1.19e-6 × 20 = $2.38e-5 per second; the rate whose per-byte saving pays that:
+    // 2.38e-5 / perByte = 669,021 B/s ≈ 0.67 MB/s
+    expect(cost.breakEvenBytesPerSec).toBeCloseTo(2.38e-5 / perByte, 0);
+  });
+
+  it('counts followers in other zones with replicas spread round-robin', () => {
+    expect(crossZoneFollowers(3, 3)).toBe(2);
+    expect(crossZoneFollowers(3, 1)).toBe(0);
+    expect(crossZoneFollowers(5, 3)).toBe(3);
+    expect(crossZoneFollowers(2, 3)).toBe(1);
+  });
+
+  it('has no break-even when objects are smaller than the break-even size', () => {
+    const cost = computeCost(
+      {
+        throughputBytesPerSec: 100e6,
+        replicationFactor: 3,
+        zones: 3,
+        lingerMs: 1000,
+        objectBytes: 10_000,
+        brokers: 1,
+        retentionSec: 600,
+        residualFraction: 0,
+      },
+      DEFAULT_PRICES,
+    );
+    expect(cost.savedUsd).toBeLessThan(0);
+    expect(cost.breakEvenBytesPerSec).toBeUndefined();
+  });
+
+  it('takes a price file that overrides some prices, and refuses unknown or negative ones', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'walproxy-prices-'));
+    const good = path.join(dir, 'good.json');
+    writeFileSync(good, JSON.stringify({ crossZonePerGb: 0.04, source: 'my contract' }));
+    const parsed = parseCostFlags({ 'throughput-mbps': '1', prices: good });
+    if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
+    expect(parsed.parsed.prices).toEqual({ ...DEFAULT_PRICES, crossZonePerGb: 0.04, source: 'my contract' });
+
+    expect(mergePrices({ putPer1k: 1, getPer1000: -1 }, 'p.json')).toEqual({
+      errors: [
+        'p.json: unknown price "putPer1k" (known: source, crossZonePerGb, putPer1000, getPer1000, uploadPerGb, retrievalPerGb, storagePerGbMonth, freeBytesPerRequest)',
+        'p.json: "getPer1000" must be a number >= 0, got -1',
+      ],
+    });
+  });
+
+  it('reports every bad flag at once, by name', () => {
+    expect(
+      parseCostFlags({ rf: '0', zones: 'two', 'linger-ms': '-1', retention: '3', residual: '2' }),
+    ).toEqual({
+      errors: [
+        '--throughput-mbps: is required (megabytes per second)',
+        "--rf: '0' is not a whole number from 1 to 32",
+        "--zones: 'two' is not a whole number from 1 to 32",
+        "--linger-ms: '-1' is not a number from 0 to 60000",
+        "--retention: '3' is not a duration (a number with a unit: ms, s, m, h, d; e.g. 90s, 2h, 1h30m)",
+        "--residual: '2' is not a number from 0 to 1",
+      ],
+    });
+  });
+});
