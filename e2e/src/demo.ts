@@ -6,6 +6,7 @@
  * what crossed the replication hop — the cross-zone traffic in a real deployment — for each.
  */
 
+import { computeCost, DEFAULT_PRICES } from '@walproxy/proxy';
 import { consumerPerf, producerPerf } from './clients/java-tools.js';
 import { createTopic, underReplicated } from './clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from './cluster/kafka-cluster.js';
@@ -16,7 +17,6 @@ import { compareReplicas } from './wal/inspect.js';
 const RECORDS = Number(process.env.DEMO_RECORDS ?? 200_000);
 const RECORD_SIZE = 512;
 const PARTITIONS = 6;
-const CROSS_AZ_DOLLARS_PER_GB = 0.02; // $0.01/GB out + $0.01/GB in (ARCHITECTURE.md, cost model)
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
 
@@ -116,13 +116,30 @@ async function main(): Promise<void> {
     console.log(
       `  WAL objects written: ${objects}, ${mb(objectBytes)} (mean ${objects ? (objectBytes / objects / 1000).toFixed(0) : 0} KB)`,
     );
-    const gbPerMonthAt = (mbps: number) => (mbps * 86_400 * 30) / 1000;
-    console.log(
-      `  at 100 MB/s of produce, RF=3 across 3 zones, stock replication costs ~$${(gbPerMonthAt(100) * 2 * CROSS_AZ_DOLLARS_PER_GB).toFixed(0)}/month in cross-zone transfer; this run cut those bytes by ${((100 * saved) / stock.hop).toFixed(1)}%`,
+    // What a month at this run's rate would cost, with `walproxy cost`'s model and price table,
+    // and the cross-zone residue this run measured.
+    const cost = computeCost(
+      {
+        throughputBytesPerSec: wal.mbPerSec * 1e6,
+        replicationFactor: 3,
+        zones: 3,
+        lingerMs: 10,
+        objectBytes: 400_000,
+        brokers: BROKER_IDS.length,
+        retentionSec: 3_600,
+        residualFraction: wal.hop / stock.hop,
+      },
+      DEFAULT_PRICES,
     );
     console.log(
-      '  (object-store PUT/GET and storage costs are not included here; `walproxy cost` will compute them)',
+      `\nat this run's rate (${wal.mbPerSec.toFixed(1)} MB/s) for a month (\`walproxy cost\`): stock replication $${cost.stockUsd.toFixed(2)}, walproxy $${cost.walproxyUsd.toFixed(2)}, saved $${cost.savedUsd.toFixed(2)}`,
     );
+    if (cost.breakEvenBytesPerSec !== undefined) {
+      console.log(
+        `  break-even at these settings (10 ms linger, 400 KB objects, 3 brokers): ${(cost.breakEvenBytesPerSec / 1e6).toFixed(1)} MB/s; below it the PUTs of small objects cost more than the transfer they save (a longer --wal-linger-ms lowers it)`,
+      );
+    }
+    console.log('  run `walproxy cost --throughput-mbps <your rate>` for your own figures (docs/cost.md)');
   } catch (error) {
     failed = true;
     throw error;

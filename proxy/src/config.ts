@@ -282,17 +282,18 @@ function parseWalConfig(
     else rules.push(rule);
   }
   const { targetBytes, lingerMs } = WAL_WRITER_LIMITS;
+  const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
   const defaults = {
     wal: false,
     targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
     lingerMs: integer(raw, 'wal-linger-ms', errors, lingerMs.min, lingerMs.max),
     durableAck: bool(raw, 'wal-durable-ack', errors),
     mode: 'wal' as const,
+    maxHoldMs,
   };
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
   const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
-  const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
   const storeOptions: ObjectStoreOptions = {};
   if (present(raw['s3-region'])) storeOptions.region = String(raw['s3-region']);
   if (present(raw['s3-endpoint'])) storeOptions.endpoint = String(raw['s3-endpoint']);

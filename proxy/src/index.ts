@@ -1,4 +1,6 @@
 export * from './config.js';
+export * from './cost/model.js';
+export * from './cost/prices.js';
 export * from './filters/api-versions.js';
 export * from './filters/fetch-fill.js';
 export * from './filters/fetch-strip.js';

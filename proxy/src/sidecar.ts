@@ -236,6 +236,7 @@ function createWalParts(config: SidecarConfig, log: Logger): WalParts {
   const produceFilter = new ProduceWalFilter({ writer, index, policy, topicNames, publisher, log });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
   const fetchStrip = new FetchStripFilter({
+    policy,
     index,
     topicNames,
     maxHoldMs: wal.maxHoldMs,

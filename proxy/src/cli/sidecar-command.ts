@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 import type { Argv } from 'yargs';
 import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
 import { createLogger } from '../log.js';
@@ -7,8 +9,31 @@ import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../telemetry/options.
 export const EXIT_CONFIG_ERROR = 2;
 
 /** The flags of `walproxy sidecar`; each is also read from WALPROXY_<FLAG_IN_UPPER_SNAKE>. */
+/**
+ * Settings from a YAML (or JSON, a YAML subset) file: keys are the flag names, lists for
+ * repeatable flags. Precedence: command-line flags, then WALPROXY_* variables, then the file,
+ * then defaults.
+ */
+export function readConfigFile(path: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new Error(`--config ${path}: ${(error as Error).message.split('\n')[0]}`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new Error(`--config ${path}: expected a mapping of flag names to values`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
 export function sidecarOptions(yargs: Argv): Argv {
   return yargs
+    .config(
+      'config',
+      'YAML (or JSON) file of settings keyed by flag name; flags and WALPROXY_* variables win over it',
+      readConfigFile,
+    )
     .option('broker-id', {
       type: 'string',
       requiresArg: true,

@@ -20,6 +20,7 @@ import type { Logger } from '../log.js';
 import type { TopicNames } from '../metadata/topic-names.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { IndexedBatch, WalBatchIndex } from '../wal/batch-index.js';
 
 /**
@@ -103,7 +104,10 @@ export class FetchStripFilter implements FrameFilter {
     private readonly deps: {
       index: WalBatchIndex;
       topicNames: TopicNames;
+      /** The hold for topics without their own max.hold.ms (--max-hold-ms). */
       maxHoldMs: number;
+      /** Per-topic settings: a topic's max.hold.ms (--topic-config). */
+      policy?: TopicPolicy;
       /** The store this sidecar writes to (--wal-store-url): references name it for the follower. */
       storeUrl: string;
       log: Logger;
@@ -152,6 +156,7 @@ export class FetchStripFilter implements FrameFilter {
       batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
     }> = [];
     const uploading: IndexedBatch[] = [];
+    let holdMs = 0;
     for (const topic of response.responses) {
       const topicId = topic.topicId;
       const name = topicId !== undefined ? this.deps.topicNames.nameOf(topicId) : topic.topic;
@@ -178,7 +183,10 @@ export class FetchStripFilter implements FrameFilter {
           const entry = this.deps.index.lookup(name, partition.partitionIndex, batch);
           if (entry) {
             anyInWal = true;
-            if (!entry.location) uploading.push(entry);
+            if (!entry.location) {
+              uploading.push(entry);
+              holdMs = Math.max(holdMs, this.deps.policy?.settingsFor(name).maxHoldMs ?? this.deps.maxHoldMs);
+            }
             batches.push({ bytes: batch.bytes(), header: batch.header(), entry });
           } else {
             this.stats.inline.notInWal++;
@@ -201,7 +209,7 @@ export class FetchStripFilter implements FrameFilter {
     };
     if (uploading.length === 0) return rewrite();
     tally.heldBatches = uploading.length;
-    return this.holdFor(uploading, tally).then(rewrite);
+    return this.holdFor(uploading, holdMs, tally).then(rewrite);
   }
 
   /** Publishes the response's tally (durationMs holds its start until now). */
@@ -221,14 +229,14 @@ export class FetchStripFilter implements FrameFilter {
     channels.strip.publish(tally);
   }
 
-  /** Waits until the uploading batches are stored or `maxHoldMs` has passed. */
-  private async holdFor(uploading: IndexedBatch[], tally: FetchStripEvent): Promise<void> {
+  /** Waits until the uploading batches are stored or `holdMs` (the longest hold of their topics) has passed. */
+  private async holdFor(uploading: IndexedBatch[], holdMs: number, tally: FetchStripEvent): Promise<void> {
     const started = Date.now();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.allSettled(uploading.map((e) => e.ticket.durable)),
       new Promise((resolve) => {
-        timer = setTimeout(resolve, this.deps.maxHoldMs);
+        timer = setTimeout(resolve, holdMs);
       }),
     ]);
     clearTimeout(timer);

@@ -15,6 +15,8 @@ export interface TopicSettings {
    * `inline` as stock replication (the WAL is still written, e.g. as the extra durable copy).
    */
   mode: 'wal' | 'inline';
+  /** Leader side: how long a follower's Fetch response may wait for this topic's batches still uploading. */
+  maxHoldMs: number;
 }
 
 export interface TopicRule {
@@ -30,6 +32,7 @@ export const TOPIC_CONFIG_KEYS = {
   'linger.ms': (v: string) => parseBoundedInt(v, 0, 60_000),
   'target.bytes': (v: string) => parseBoundedInt(v, 1024, 64 * 1024 * 1024),
   'durable.ack': (v: string) => parseBool(v),
+  'max.hold.ms': (v: string) => parseBoundedInt(v, 0, 60_000),
   wal: (v: string) => parseBool(v),
   mode: (v: string): Parsed<'wal' | 'inline'> =>
     v === 'wal' || v === 'inline' ? { value: v } : { error: `'${v}' is not wal or inline` },
@@ -39,6 +42,7 @@ const SETTING_OF_KEY: Record<keyof typeof TOPIC_CONFIG_KEYS, keyof TopicSettings
   'linger.ms': 'lingerMs',
   'target.bytes': 'targetBytes',
   'durable.ack': 'durableAck',
+  'max.hold.ms': 'maxHoldMs',
   wal: 'wal',
   mode: 'mode',
 };

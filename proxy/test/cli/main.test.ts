@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -97,5 +99,51 @@ describe('walproxy CLI', () => {
       .map((l) => JSON.parse(l) as { msg: string; brokerId?: number });
     expect(lines.find((l) => l.msg === 'sidecar ready')?.brokerId).toBe(3);
     expect(lines.at(-1)?.msg).toBe('sidecar stopped');
+  });
+});
+
+describe('walproxy sidecar --config', () => {
+  it('reads a YAML file keyed by flag name; variables and flags win over it, in that order', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-config-'));
+    const file = path.join(dir, 'walproxy.yaml');
+    writeFileSync(
+      file,
+      [
+        'broker-id: 7',
+        'client-listen: 127.0.0.1:1',
+        'client-upstream: 127.0.0.1:9',
+        'log-level: from-file',
+        'peer-address: [x]',
+      ].join('\n'),
+    );
+    try {
+      // The file alone: both of its bad values are reported, by flag name
+      const fromFile = await run(['sidecar', `--config=${file}`]);
+      expect(fromFile.code).toBe(2);
+      expect(fromFile.stderr).toContain("--log-level: 'from-file' is not one of");
+      expect(fromFile.stderr).toContain("--peer-address: 'x' is not <broker-id>=<host:port>");
+      // A WALPROXY_* variable wins over the file, and a flag over both
+      const fromEnv = await run(['sidecar', `--config=${file}`], { WALPROXY_LOG_LEVEL: 'from-env' });
+      expect(fromEnv.stderr).toContain("--log-level: 'from-env' is not one of");
+      const fromFlag = await run(['sidecar', `--config=${file}`, '--log-level=from-flag'], {
+        WALPROXY_LOG_LEVEL: 'from-env',
+      });
+      expect(fromFlag.stderr).toContain("--log-level: 'from-flag' is not one of");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names the file and the problem when it is not YAML', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-config-'));
+    const file = path.join(dir, 'broken.yaml');
+    writeFileSync(file, '{');
+    try {
+      const { code, stderr } = await run(['sidecar', `--config=${file}`]);
+      expect(code).toBe(2);
+      expect(stderr).toMatch(new RegExp(`^walproxy: --config ${file}: `));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

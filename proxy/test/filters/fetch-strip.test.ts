@@ -17,6 +17,7 @@ import { FetchStripFilter } from '../../src/filters/fetch-strip.js';
 import { createLogger } from '../../src/log.js';
 import type { TopicNames } from '../../src/metadata/topic-names.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalBatchIndex } from '../../src/wal/batch-index.js';
 import type { WalAppendTicket, WalLocation } from '../../src/wal/index.js';
 
@@ -318,5 +319,48 @@ describe('FetchStripFilter', () => {
     filter.onRequest(i, fetchRequest([]));
     const { frame: response } = fetchResponse(rewritten);
     expect(filter.onResponse(i, response)).toBe(response);
+  });
+});
+
+describe('FetchStripFilter per-topic hold', () => {
+  it("holds as long as the topic's own max.hold.ms, not the global one", async () => {
+    // Given a global hold of 0 ms, and 5 s for wal-orders through --topic-config
+    const index = new WalBatchIndex();
+    const topicNames = {
+      nameOf: (id: string) => (id === TOPIC_ID ? 'wal-orders' : undefined),
+    } as unknown as TopicNames;
+    const policy = new TopicPolicy(
+      { wal: true, lingerMs: 10, targetBytes: 400_000, durableAck: true, mode: 'wal', maxHoldMs: 0 },
+      [{ pattern: 'wal-orders', settings: { maxHoldMs: 5_000 } }],
+    );
+    const filter = new FetchStripFilter({
+      index,
+      topicNames,
+      maxHoldMs: 0,
+      policy,
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    const a = sampleBatch(0n, 3, 100, 1);
+    let store!: (l: WalLocation) => void;
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        new Promise((r) => {
+          store = r;
+        }),
+      ),
+    );
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const pending = filter.onResponse(i, fetchResponse(asStored(a, 0n)).frame);
+    // When the upload finishes after a few ticks
+    await new Promise((r) => setTimeout(r, 20));
+    store({ objectKey: 'o1', position: 28, length: a.length, objectSize: 999, uploadedAtMs: 1 });
+    // Then the batch still went as a reference: the 0 ms global hold did not apply
+    const { segments } = segmentsOf(await pending);
+    expect(segments?.[0]).toMatchObject({ kind: 'reference', objectKey: 'o1' });
   });
 });

@@ -98,7 +98,14 @@ function setup(
   const published: WalPiece[] = [];
   const publisher = { publish: (p: WalPiece) => published.push(p) } as unknown as WalMetadataPublisher;
   const policy = new TopicPolicy(
-    { wal: false, lingerMs: 5, targetBytes: 400_000, durableAck: options.durableAck ?? true, mode: 'wal' },
+    {
+      wal: false,
+      lingerMs: 5,
+      targetBytes: 400_000,
+      durableAck: options.durableAck ?? true,
+      mode: 'wal',
+      maxHoldMs: 200,
+    },
     [{ pattern: 'wal-*', settings: { wal: true } }],
   );
   const filter = new ProduceWalFilter({ writer, policy, topicNames, publisher, log: createLogger('silent') });

@@ -18,12 +18,13 @@ describe('--topic-config', () => {
       settings: { mode: 'inline' },
     });
     expect(parseTopicConfig('x:mode=wal')).toEqual({ pattern: 'x', settings: { mode: 'wal' } });
+    expect(parseTopicConfig('x:max.hold.ms=50')).toEqual({ pattern: 'x', settings: { maxHoldMs: 50 } });
   });
 
   it('names what is wrong', () => {
     expect(parseTopicConfig('orders')).toBe("'orders' is not <topic-or-glob>:<key>=<value>");
     expect(parseTopicConfig('o:color=red')).toMatch(
-      /^'color' in 'o:color=red' is not one of linger.ms, target.bytes, durable.ack, wal, mode$/,
+      /^'color' in 'o:color=red' is not one of linger.ms, target.bytes, durable.ack, max.hold.ms, wal, mode$/,
     );
     expect(parseTopicConfig('o:linger.ms=-1')).toBe(
       "linger.ms in 'o:linger.ms=-1': '-1' is not a whole number from 0 to 60000",
@@ -33,7 +34,14 @@ describe('--topic-config', () => {
 });
 
 describe('TopicPolicy', () => {
-  const defaults = { wal: false, lingerMs: 10, targetBytes: 400_000, durableAck: true, mode: 'wal' as const };
+  const defaults = {
+    wal: false,
+    lingerMs: 10,
+    targetBytes: 400_000,
+    durableAck: true,
+    mode: 'wal' as const,
+    maxHoldMs: 200,
+  };
 
   it('applies rules in order, later ones winning, and never WALs internal topics', () => {
     const policy = new TopicPolicy(defaults, [
