@@ -15,6 +15,7 @@ export * from './net/frame-filter.js';
 export * from './net/proxy-listener.js';
 export * from './sidecar.js';
 export * from './store/index.js';
+export * from './telemetry/index.js';
 export * from './topics/topic-policy.js';
 export * from './wal/batch-index.js';
 export * from './wal/index.js';

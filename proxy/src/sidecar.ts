@@ -11,7 +11,7 @@ import type { ListenerCounters } from './net/counters.js';
 import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
 import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
-import { Readiness, Telemetry, type TelemetryOptions } from './telemetry/index.js';
+import { Readiness, Telemetry, type TelemetryInit } from './telemetry/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
 import { WalBatchIndex } from './wal/batch-index.js';
 import { WalWriter } from './wal/index.js';
@@ -61,7 +61,8 @@ export class Sidecar {
     readonly config: SidecarConfig,
     private readonly log: Logger,
     observer?: FrameObserver,
-    telemetry: Partial<TelemetryOptions> = {},
+    /** Telemetry flags, and for tests extra span processors / metric readers. */
+    telemetry: Partial<Omit<TelemetryInit, 'sources' | 'log'>> = {},
   ) {
     const common = {
       maxFrameBytes: config.maxFrameBytes,

@@ -15,13 +15,14 @@ import {
   type FrameObserver,
   parseSidecarConfig,
   type RequestInfo,
-  Sidecar,
+  type Sidecar,
 } from '@walproxy/proxy';
 import { apiKeyInfo, decodeRequestHeader } from '@walproxy/shared';
 import { consumerPerf, producerPerf } from '../clients/java-tools.js';
 import { createTopic, kafkaClient } from '../clients/kafkajs.js';
 import { kcat } from '../clients/kcat.js';
-import { BROKER_IDS, KafkaCluster } from '../cluster/kafka-cluster.js';
+import { startInProcessSidecars } from '../cluster/in-process-sidecars.js';
+import { KafkaCluster } from '../cluster/kafka-cluster.js';
 import { repoRoot } from '../cluster/paths.js';
 
 const CAPTURED_APIS = new Set(['ApiVersions', 'Metadata', 'Produce', 'Fetch']);
@@ -35,19 +36,6 @@ function sourceOf(clientId: string | null): string | undefined {
   if (clientId === 'rdkafka') return 'kcat';
   if (/^(perf-|producer-|consumer-)/.test(clientId)) return 'java';
   return undefined;
-}
-
-/** Turns `--flag=value` arguments into the raw options yargs would collect. */
-function rawOptions(args: string[]): Record<string, unknown> {
-  const raw: Record<string, unknown> = {};
-  for (const arg of args.slice(1)) {
-    const [flag, ...rest] = arg.replace(/^--/, '').split('=');
-    const value = rest.join('=');
-    const existing = raw[flag!];
-    raw[flag!] =
-      existing === undefined ? value : [...(Array.isArray(existing) ? existing : [existing]), value];
-  }
-  return raw;
 }
 
 async function main(): Promise<void> {
@@ -85,13 +73,7 @@ async function main(): Promise<void> {
   const cluster = await KafkaCluster.start({ sidecars: 'external' });
   const sidecars: Sidecar[] = [];
   try {
-    for (const id of BROKER_IDS) {
-      const parsed = parseSidecarConfig(rawOptions(cluster.sidecarArguments(id)));
-      if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
-      const sidecar = new Sidecar(parsed.config, createLogger('warn'), observer);
-      await sidecar.start();
-      sidecars.push(sidecar);
-    }
+    sidecars.push(...(await startInProcessSidecars(cluster, { observer })));
     const bootstrap = cluster.bootstrap();
     await createTopic(bootstrap, 'golden', { partitions: 3 });
 
