@@ -10,13 +10,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import {
-  createLogger,
-  type FrameObserver,
-  parseSidecarConfig,
-  type RequestInfo,
-  type Sidecar,
-} from '@walproxy/proxy';
+import type { FrameObserver, RequestInfo, Sidecar } from '@walproxy/proxy';
 import { apiKeyInfo, decodeRequestHeader } from '@walproxy/shared';
 import { consumerPerf, producerPerf } from '../clients/java-tools.js';
 import { createTopic, kafkaClient } from '../clients/kafkajs.js';
