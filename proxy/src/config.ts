@@ -1,3 +1,4 @@
+import { parseS3Flags } from './cli/s3-flags.js';
 import type { HostPort } from './net/proxy-listener.js';
 import type { ObjectStoreOptions } from './store/index.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
@@ -294,14 +295,7 @@ function parseWalConfig(
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
   const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
-  const storeOptions: ObjectStoreOptions = {};
-  if (present(raw['s3-region'])) storeOptions.region = String(raw['s3-region']);
-  if (present(raw['s3-endpoint'])) storeOptions.endpoint = String(raw['s3-endpoint']);
-  if (present(raw['s3-force-path-style']))
-    storeOptions.forcePathStyle = bool(raw, 's3-force-path-style', errors) ?? false;
-  if (present(raw['s3-disable-express-session-auth'])) {
-    storeOptions.disableS3ExpressSessionAuth = bool(raw, 's3-disable-express-session-auth', errors) ?? false;
-  }
+  const storeOptions = parseS3Flags(raw, errors);
   const metadataBootstrap = list(raw['metadata-bootstrap']);
   if (metadataBootstrap.length === 0 && clientUpstream)
     metadataBootstrap.push(`${clientUpstream.host}:${clientUpstream.port}`);

@@ -5,6 +5,7 @@ import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
 import { createLogger } from '../log.js';
 import { Sidecar, SidecarConfigError } from '../sidecar.js';
 import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../telemetry/options.js';
+import { s3FlagOptions } from './s3-flags.js';
 
 export const EXIT_CONFIG_ERROR = 2;
 
@@ -28,7 +29,7 @@ export function readConfigFile(path: string): Record<string, unknown> {
 }
 
 export function sidecarOptions(yargs: Argv): Argv {
-  return yargs
+  return s3FlagOptions(yargs)
     .config(
       'config',
       'YAML (or JSON) file of settings keyed by flag name; flags and WALPROXY_* variables win over it',
@@ -169,23 +170,6 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe:
         "leader side: hold a follower's Fetch response at most this long for a batch still uploading, then send it inline",
       default: SIDECAR_DEFAULTS['max-hold-ms'],
-    })
-    .option('s3-region', {
-      type: 'string',
-      describe: 'AWS region of the bucket (default: the SDK chain, AWS_REGION)',
-    })
-    .option('s3-endpoint', {
-      type: 'string',
-      describe: 'custom endpoint for S3-compatible servers, e.g. http://127.0.0.1:9000',
-    })
-    .option('s3-force-path-style', {
-      type: 'string',
-      describe: 'path-style addressing for standard buckets (true/false)',
-    })
-    .option('s3-disable-express-session-auth', {
-      type: 'string',
-      describe:
-        'sign directory-bucket requests with plain SigV4 instead of CreateSession (emulators only; true/false)',
     })
     .option('metadata-bootstrap', {
       type: 'string',

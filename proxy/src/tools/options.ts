@@ -1,6 +1,7 @@
 // Flag parsing shared by the operator commands (`walproxy wal …`, `walproxy cost`): every bad value
 // becomes one line naming its flag, all reported at once, exit code 2 — the sidecar's style.
 import type { Argv } from 'yargs';
+import { parseS3Flags, s3FlagOptions } from '../cli/s3-flags.js';
 import type { ObjectStoreOptions } from '../store/index.js';
 
 export const EXIT_PROBLEMS = 1;
@@ -116,28 +117,10 @@ export function flag<T>(
 
 /** The object store flags, named as the sidecar names them (`--wal-store-url` is `--store-url` here). */
 export function storeOptions<T>(yargs: Argv<T>, withPrefix = true): Argv<T> {
-  const withStore = yargs
-    .option('store-url', {
-      type: 'string',
-      describe: 'where the WAL objects are, as the sidecars were given it: s3://bucket/prefix or file:///dir',
-    })
-    .option('s3-region', {
-      type: 'string',
-      describe: 'AWS region of the bucket (default: the SDK chain, AWS_REGION)',
-    })
-    .option('s3-endpoint', {
-      type: 'string',
-      describe: 'custom endpoint for S3-compatible servers, e.g. http://127.0.0.1:9000',
-    })
-    .option('s3-force-path-style', {
-      type: 'string',
-      describe: 'path-style addressing for standard buckets (true/false)',
-    })
-    .option('s3-disable-express-session-auth', {
-      type: 'string',
-      describe:
-        'sign directory-bucket requests with plain SigV4 instead of CreateSession (emulators only; true/false)',
-    });
+  const withStore = s3FlagOptions(yargs).option('store-url', {
+    type: 'string',
+    describe: 'where the WAL objects are, as the sidecars were given it: s3://bucket/prefix or file:///dir',
+  });
   if (!withPrefix) return withStore;
   return withStore.option('prefix', {
     type: 'string',
@@ -158,22 +141,7 @@ export function parseStoreFlags(raw: Record<string, unknown>, errors: FlagErrors
   if (url === undefined) errors.add('store-url', 'is required (s3://bucket/prefix or file:///dir)');
   else if (!/^(s3|file):\/\//.test(url))
     errors.add('store-url', `'${url}' is not s3://bucket/prefix or file:///dir`);
-  const options: ObjectStoreOptions = {};
-  const region = raw['s3-region'];
-  if (present(region)) options.region = String(region);
-  const endpoint = raw['s3-endpoint'];
-  if (present(endpoint)) {
-    try {
-      new URL(String(endpoint));
-      options.endpoint = String(endpoint);
-    } catch {
-      errors.add('s3-endpoint', `'${String(endpoint)}' is not a URL (e.g. http://127.0.0.1:9000)`);
-    }
-  }
-  const pathStyle = flag(raw, 's3-force-path-style', errors, parseBool);
-  if (pathStyle !== undefined) options.forcePathStyle = pathStyle;
-  const noSession = flag(raw, 's3-disable-express-session-auth', errors, parseBool);
-  if (noSession !== undefined) options.disableS3ExpressSessionAuth = noSession;
+  const options = parseS3Flags(raw, errors);
   const prefix = present(raw.prefix) ? String(raw.prefix) : '';
   if (prefix.startsWith('/') || prefix.includes('//'))
     errors.add('prefix', `'${prefix}' must not start with "/" or contain "//"`);

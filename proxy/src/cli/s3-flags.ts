@@ -1,0 +1,68 @@
+import type { Argv } from 'yargs';
+import type { ObjectStoreOptions } from '../store/index.js';
+
+/** How flag parsers collect errors: one line per bad setting, named by flag. */
+export interface FlagErrorSink {
+  add(flag: string, message: string): void;
+}
+
+/**
+ * The S3 client flags, shared by `walproxy sidecar` and the `walproxy wal` tools so an operator
+ * points both at a store the same way. Credentials are never flags: the AWS SDK's default chain.
+ */
+export function s3FlagOptions<T>(yargs: Argv<T>): Argv<T> {
+  return yargs
+    .option('s3-region', {
+      type: 'string',
+      describe: 'AWS region of the bucket (default: the SDK chain, AWS_REGION)',
+    })
+    .option('s3-endpoint', {
+      type: 'string',
+      describe: 'custom endpoint for S3-compatible servers, e.g. http://127.0.0.1:9000',
+    })
+    .option('s3-force-path-style', {
+      type: 'string',
+      describe: 'path-style addressing for standard buckets (true/false)',
+    })
+    .option('s3-disable-express-session-auth', {
+      type: 'string',
+      describe:
+        'sign directory-bucket requests with plain SigV4 instead of CreateSession (emulators only; true/false)',
+    });
+}
+
+function present(value: unknown): boolean {
+  return value !== undefined && value !== null && value !== '';
+}
+
+function lastText(value: unknown): string {
+  return Array.isArray(value) ? String(value.at(-1)) : String(value);
+}
+
+function bool(raw: Record<string, unknown>, flag: string, errors: FlagErrorSink): boolean | undefined {
+  if (!present(raw[flag])) return undefined;
+  const text = lastText(raw[flag]);
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  errors.add(flag, `'${text}' is not true or false`);
+  return undefined;
+}
+
+export function parseS3Flags(raw: Record<string, unknown>, errors: FlagErrorSink): ObjectStoreOptions {
+  const options: ObjectStoreOptions = {};
+  if (present(raw['s3-region'])) options.region = lastText(raw['s3-region']);
+  if (present(raw['s3-endpoint'])) {
+    const endpoint = lastText(raw['s3-endpoint']);
+    try {
+      new URL(endpoint);
+      options.endpoint = endpoint;
+    } catch {
+      errors.add('s3-endpoint', `'${endpoint}' is not a URL (e.g. http://127.0.0.1:9000)`);
+    }
+  }
+  const pathStyle = bool(raw, 's3-force-path-style', errors);
+  if (pathStyle !== undefined) options.forcePathStyle = pathStyle;
+  const noSession = bool(raw, 's3-disable-express-session-auth', errors);
+  if (noSession !== undefined) options.disableS3ExpressSessionAuth = noSession;
+  return options;
+}
