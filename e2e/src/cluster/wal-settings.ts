@@ -15,6 +15,8 @@ export function walSidecarArgs(s3: Omit<S3Info, 'pid'>, extra: string[] = []): s
     // The same WAL, but followers replicate these topics the stock way: the baseline that the
     // replication tests compare against, in the same run.
     '--topic-config=wal-inline-*:mode=inline',
+    // Produce does not wait for the store: replication must carry on inline through an outage.
+    '--topic-config=wal-nodurable-*:durable.ack=false',
     ...extra,
   ];
 }
