@@ -37,6 +37,10 @@ export interface FetchStripStats {
   inlineBytes: number;
   /** Batches sent inline, by why. */
   inline: {
+    /** Transaction markers: the coordinator writes them, they never pass through Produce. */
+    control: number;
+    /** Sent by an idempotent producer, but the broker rewrote the bytes (LogAppendTime, recompression). */
+    rewrittenByBroker: number;
     notInWal: number;
     notStoredInTime: number;
     requestedInline: number;
@@ -93,7 +97,14 @@ export class FetchStripFilter implements FrameFilter {
     referencesSent: 0,
     bytesReferenced: 0,
     inlineBytes: 0,
-    inline: { notInWal: 0, notStoredInTime: 0, requestedInline: 0, unknownTopic: 0 },
+    inline: {
+      control: 0,
+      rewrittenByBroker: 0,
+      notInWal: 0,
+      notStoredInTime: 0,
+      requestedInline: 0,
+      unknownTopic: 0,
+    },
     holds: 0,
     holdMsTotal: 0,
     holdMsMax: 0,
@@ -144,7 +155,14 @@ export class FetchStripFilter implements FrameFilter {
     const tally: FetchStripEvent = {
       references: 0,
       bytesReferenced: 0,
-      inlineBytes: { notInWal: 0, notStoredInTime: 0, requestedInline: 0, unknownTopic: 0 },
+      inlineBytes: {
+        control: 0,
+        rewrittenByBroker: 0,
+        notInWal: 0,
+        notStoredInTime: 0,
+        requestedInline: 0,
+        unknownTopic: 0,
+      },
       heldBatches: 0,
       holdMs: 0,
       durationMs: performance.now(),
@@ -189,9 +207,14 @@ export class FetchStripFilter implements FrameFilter {
             }
             batches.push({ bytes: batch.bytes(), header: batch.header(), entry });
           } else {
-            this.stats.inline.notInWal++;
+            const reason: FetchInlineReason = batch.isControl
+              ? 'control'
+              : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
+                ? 'rewrittenByBroker'
+                : 'notInWal';
+            this.stats.inline[reason]++;
             const bytes = batch.bytes();
-            tally.inlineBytes.notInWal += bytes.length;
+            tally.inlineBytes[reason] += bytes.length;
             batches.push({ bytes, header: batch.header() });
           }
         }
@@ -218,6 +241,8 @@ export class FetchStripFilter implements FrameFilter {
     const inline = tally.inlineBytes;
     if (
       tally.references +
+        inline.control +
+        inline.rewrittenByBroker +
         inline.notInWal +
         inline.notStoredInTime +
         inline.requestedInline +

@@ -216,6 +216,8 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     'Leader side: batches of marked follower fetches sent inline, by reason',
     (r) => {
       const inline = wal.fetchStrip().inline;
+      r.observe(inline.control, { reason: 'control' });
+      r.observe(inline.rewrittenByBroker, { reason: 'rewritten_by_broker' });
       r.observe(inline.notInWal, { reason: 'not_in_wal' });
       r.observe(inline.notStoredInTime, { reason: 'not_stored_in_time' });
       r.observe(inline.requestedInline, { reason: 'requested_inline' });

@@ -164,6 +164,8 @@ export class SpanMapper {
     const span = this.#start('walproxy.fetch.strip', start, {
       'walproxy.fetch.references': e.references,
       'walproxy.fetch.bytes_referenced': e.bytesReferenced,
+      'walproxy.fetch.inline_bytes.control': e.inlineBytes.control,
+      'walproxy.fetch.inline_bytes.rewritten_by_broker': e.inlineBytes.rewrittenByBroker,
       'walproxy.fetch.inline_bytes.not_in_wal': e.inlineBytes.notInWal,
       'walproxy.fetch.inline_bytes.not_stored_in_time': e.inlineBytes.notStoredInTime,
       'walproxy.fetch.inline_bytes.requested_inline': e.inlineBytes.requestedInline,

@@ -3,6 +3,10 @@ import type { WalAppendTicket, WalLocation } from './wal-writer.js';
 
 /** Byte 17 of a batch is its CRC; 17..61 is everything the leader does not rewrite. */
 const STABLE_HEADER_START = CRC_START - 4;
+// Producer state in the batch header (kafka-protocol.md §5).
+const PRODUCER_ID = 43;
+const PRODUCER_EPOCH = 51;
+const BASE_SEQUENCE = 53;
 
 /** One produced batch the WAL holds (or is uploading), as the leader side can find it again. */
 export interface IndexedBatch {
@@ -12,6 +16,8 @@ export interface IndexedBatch {
   location?: WalLocation;
   failed: boolean;
   readonly addedAtMs: number;
+  /** Its key in the by-producer map, when the producer is idempotent (producer id >= 0). */
+  readonly producerKey: string | undefined;
 }
 
 export interface WalBatchIndexOptions {
@@ -33,6 +39,8 @@ export interface WalBatchIndexOptions {
  */
 export class WalBatchIndex {
   private readonly entries = new Map<string, IndexedBatch>();
+  /** Idempotent batches by (topic, partition, producer id, epoch, base sequence). */
+  private readonly byProducer = new Map<string, string>();
   private readonly maxEntries: number;
   private readonly maxAgeMs: number;
   private readonly now: () => number;
@@ -49,11 +57,24 @@ export class WalBatchIndex {
 
   add(topic: string, partition: number, batch: Buffer, ticket: WalAppendTicket): void {
     const crc = batch.readUInt32BE(STABLE_HEADER_START);
+    const key = keyOf(topic, partition, crc, batch.length);
+    const producerId = batch.readBigInt64BE(PRODUCER_ID);
+    const producerKey =
+      producerId >= 0n
+        ? producerKeyOf(
+            topic,
+            partition,
+            producerId,
+            batch.readInt16BE(PRODUCER_EPOCH),
+            batch.readInt32BE(BASE_SEQUENCE),
+          )
+        : undefined;
     const entry: IndexedBatch = {
       stableHeader: Buffer.from(batch.subarray(STABLE_HEADER_START, RECORD_BATCH_HEADER_SIZE)),
       ticket,
       failed: false,
       addedAtMs: this.now(),
+      producerKey,
     };
     ticket.durable.then(
       (location) => {
@@ -63,11 +84,22 @@ export class WalBatchIndex {
         entry.failed = true;
       },
     );
-    const key = keyOf(topic, partition, crc, batch.length);
     // Re-insert so the Map's order stays the age order (an idempotent retry of the same batch).
     this.entries.delete(key);
     this.entries.set(key, entry);
+    if (producerKey !== undefined) this.byProducer.set(producerKey, key);
     this.evict();
+  }
+
+  /**
+   * Whether an idempotent producer sent this batch (same producer, epoch and base sequence)
+   * although its bytes are not the WAL's: the broker rewrote it (LogAppendTime, recompression).
+   */
+  rewrittenByBroker(topic: string, partition: number, batch: RecordBatch): boolean {
+    if (batch.producerId < 0n) return false;
+    return this.byProducer.has(
+      producerKeyOf(topic, partition, batch.producerId, batch.producerEpoch, batch.baseSequence),
+    );
   }
 
   lookup(topic: string, partition: number, batch: RecordBatch): IndexedBatch | undefined {
@@ -85,8 +117,21 @@ export class WalBatchIndex {
     for (const [key, entry] of this.entries) {
       if (this.entries.size <= this.maxEntries && entry.addedAtMs >= oldest) break;
       this.entries.delete(key);
+      if (entry.producerKey !== undefined && this.byProducer.get(entry.producerKey) === key) {
+        this.byProducer.delete(entry.producerKey);
+      }
     }
   }
+}
+
+function producerKeyOf(
+  topic: string,
+  partition: number,
+  producerId: bigint,
+  epoch: number,
+  baseSequence: number,
+): string {
+  return `${topic}\u0000${partition}\u0000${producerId}\u0000${epoch}\u0000${baseSequence}`;
 }
 
 function keyOf(topic: string, partition: number, crc: number, length: number): string {

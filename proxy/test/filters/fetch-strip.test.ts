@@ -319,6 +319,9 @@ describe('FetchStripFilter', () => {
     filter.onRequest(i, fetchRequest([]));
     const { frame: response } = fetchResponse(rewritten);
     expect(filter.onResponse(i, response)).toBe(response);
+    // And says why: the same producer sent it, the broker changed it
+    expect(filter.stats.inline.rewrittenByBroker).toBe(1);
+    expect(filter.stats.inline.notInWal).toBe(0);
   });
 });
 
