@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 
 /**
@@ -47,13 +48,32 @@ async function isFree(port: number): Promise<boolean> {
   });
 }
 
-/** Finds a base port whose whole block of 100 ports is free on loopback. */
+/**
+ * The first port the kernel hands out for outgoing connections (net.ipv4.ip_local_port_range).
+ * Blocks are chosen below it: a port that is free when checked, but inside the ephemeral range,
+ * can be taken by any outgoing connection (a client of another cluster) before a broker binds it.
+ */
+function ephemeralPortStart(): number {
+  try {
+    const first = Number(
+      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0],
+    );
+    return Number.isInteger(first) && first > 2_000 ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** Finds a base port whose whole block of 100 ports is free on loopback, below the ephemeral range. */
 export async function findFreeBase(): Promise<number> {
+  const lowest = 10_000;
+  const blocks = Math.floor((ephemeralPortStart() - 100 - lowest) / 100);
+  if (blocks < 1) throw new Error('no room for a block of 100 ports below the ephemeral port range');
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + 100 * Math.floor(Math.random() * 300);
+    const base = lowest + 100 * Math.floor(Math.random() * blocks);
     let allFree = true;
     for (let offset = 0; offset < 80 && allFree; offset++) allFree = await isFree(base + offset);
     if (allFree) return base;
   }
-  throw new Error('no free block of 100 loopback ports found between 20000 and 50000');
+  throw new Error(`no free block of 100 loopback ports between ${lowest} and the ephemeral range`);
 }
