@@ -1,6 +1,6 @@
 import { CompressionTypes } from 'kafkajs';
 import { describe, expect, inject, it } from 'vitest';
-import { createTopic, kafkaClient } from '../src/clients/kafkajs.js';
+import { consumeValues, createTopic, kafkaClient } from '../src/clients/kafkajs.js';
 import { sidecarCounters } from '../src/cluster/cluster-info.js';
 import { compareReplicas } from '../src/wal/inspect.js';
 
@@ -19,31 +19,6 @@ async function stripTotals(
     totals.inline.notInWal += strip.inline.notInWal;
   }
   return totals;
-}
-
-async function consume(bootstrap: string, topic: string, expected: number): Promise<string[]> {
-  const values: string[] = [];
-  const consumer = kafkaClient(bootstrap).consumer({ groupId: `${topic}-check-${Date.now()}` });
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`read ${values.length} of ${expected} from ${topic}`)),
-      60_000,
-    );
-    void consumer.run({
-      eachMessage: async ({ message }) => {
-        values.push(message.value!.toString());
-        if (values.length >= expected) {
-          clearTimeout(timer);
-          resolve();
-        }
-      },
-    });
-  });
-  await new Promise((r) => setTimeout(r, 1_000));
-  await consumer.disconnect();
-  return values;
 }
 
 describe('mixed traffic through WAL replication', () => {
@@ -101,11 +76,11 @@ describe('mixed traffic through WAL replication', () => {
       expect(await compareReplicas(cluster.dataDirs, topic, 2), topic).toEqual([]);
     }
     // And consumers read what they should (read_committed: the 200 committed records)
-    const committed = await consume(cluster.bootstrap, 'wal-mixed-tx', 200);
+    const committed = await consumeValues(cluster.bootstrap, 'wal-mixed-tx', 200);
     expect(committed.length).toBe(200);
     expect(committed.every((v) => v.startsWith('commit-'))).toBe(true);
     for (const topic of ['wal-mixed-compacted', 'wal-mixed-logappend', 'wal-mixed-gzip']) {
-      expect((await consume(cluster.bootstrap, topic, 1_000)).length, topic).toBe(1_000);
+      expect((await consumeValues(cluster.bootstrap, topic, 1_000)).length, topic).toBe(1_000);
     }
     // And the leader sides sent references where the bytes were the WAL's, and counted the rest
     // by reason: transaction markers (control) and batches the broker restamped or recompressed

@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
+import { consumeValues, createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
 import { kcat } from '../src/clients/kcat.js';
 import { sidecarCounters } from '../src/cluster/cluster-info.js';
 import {
@@ -28,40 +28,6 @@ async function leaderLog(cluster: ReturnType<typeof inject<'cluster'>>, topic: s
   return metadata.topics[0]!.partitions.flatMap((p) =>
     readPartitionLog(cluster.dataDirs[p.leader]!, topic, p.partitionId),
   );
-}
-
-async function consumeAll(
-  bootstrap: string,
-  topic: string,
-  expected: number,
-  isolation: 'read_committed' | 'read_uncommitted',
-) {
-  const values: string[] = [];
-  const consumer = kafkaClient(bootstrap).consumer({
-    groupId: `${topic}-${isolation}-${Date.now()}`,
-    readUncommitted: isolation === 'read_uncommitted',
-  });
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`read ${values.length} of ${expected} from ${topic}`)),
-      60_000,
-    );
-    void consumer.run({
-      eachMessage: async ({ message }) => {
-        values.push(message.value!.toString());
-        if (values.length >= expected) {
-          clearTimeout(timer);
-          resolve();
-        }
-      },
-    });
-  });
-  // A moment more, so that anything beyond `expected` would show up too.
-  await new Promise((r) => setTimeout(r, 1_000));
-  await consumer.disconnect();
-  return values;
 }
 
 describe('every kind of producer on a WAL topic', () => {
@@ -93,7 +59,7 @@ describe('every kind of producer on a WAL topic', () => {
     await walSettled(cluster);
 
     // Then a read_committed consumer sees exactly the 100 committed records
-    const committed = await consumeAll(cluster.bootstrap, topic, 100, 'read_committed');
+    const committed = await consumeValues(cluster.bootstrap, topic, 100, 'read_committed');
     expect(committed.length).toBe(100);
     expect(committed.every((v) => v.startsWith('commit-'))).toBe(true);
     // And every data batch the producer sent is in the WAL; the transaction markers, which the
@@ -127,7 +93,7 @@ describe('every kind of producer on a WAL topic', () => {
     );
     expect(produced.code, produced.stderr).toBe(0);
     // Nothing is acknowledged with acks=0; on loopback everything arrives all the same
-    const read = await consumeAll(cluster.bootstrap, topic, lines.length, 'read_uncommitted');
+    const read = await consumeValues(cluster.bootstrap, topic, lines.length, 'read_uncommitted');
     expect(new Set(read)).toEqual(new Set(lines));
     await walSettled(cluster);
     const wal = new Set(

@@ -64,3 +64,40 @@ export async function underReplicated(bootstrap: string, topics: string[]): Prom
     );
   });
 }
+
+/**
+ * Reads `topic` from the beginning until `expected` values arrived (60 s at most), then one second
+ * more so that anything beyond `expected` shows up too. read_committed unless asked otherwise.
+ */
+export async function consumeValues(
+  bootstrap: string,
+  topic: string,
+  expected: number,
+  isolation: 'read_committed' | 'read_uncommitted' = 'read_committed',
+): Promise<string[]> {
+  const values: string[] = [];
+  const consumer = kafkaClient(bootstrap).consumer({
+    groupId: `${topic}-${isolation}-${Date.now()}`,
+    readUncommitted: isolation === 'read_uncommitted',
+  });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`read ${values.length} of ${expected} from ${topic}`)),
+      60_000,
+    );
+    void consumer.run({
+      eachMessage: async ({ message }) => {
+        values.push(message.value!.toString());
+        if (values.length >= expected) {
+          clearTimeout(timer);
+          resolve();
+        }
+      },
+    });
+  });
+  await new Promise((r) => setTimeout(r, 1_000));
+  await consumer.disconnect();
+  return values;
+}
