@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { kafkaLibDir } from '../cluster/paths.js';
+import { type RunResult, runBounded } from './run-bounded.js';
 
 const TOOLS_LOG4J2 = `appender.err.type=Console
 appender.err.name=STDERR
@@ -19,11 +19,7 @@ function toolsLogConfig(): string {
   return file;
 }
 
-export interface ToolResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+export type ToolResult = RunResult;
 
 /**
  * Runs a Java main class from the resolved Kafka jars (the perf tools, kafka-topics, the log
@@ -47,30 +43,7 @@ export function runKafkaTool(
     mainClass,
     ...args,
   ];
-  return new Promise((resolve, reject) => {
-    const child = spawn('java', javaArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(
-        new Error(
-          `${mainClass} timed out after ${timeoutMs} ms\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`,
-        ),
-      );
-    }, timeoutMs);
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runBounded('java', javaArgs, { timeoutMs, label: mainClass });
 }
 
 export interface ProducerPerfResult {
