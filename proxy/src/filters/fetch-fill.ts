@@ -280,19 +280,24 @@ function rebuild(
       continue;
     }
 
-    const { header, store, objectKey, position, length } = segment;
-    const base = header.readBigInt64BE(0);
-    const body = bodyOf(store, objectKey, i);
-    if (!Buffer.isBuffer(body)) {
-      return fail('getFailed', `GET ${objectKey}: ${messageOf(body.error)}`, base);
+    const { baseOffset: base, store, objectKey, position, length } = segment;
+    const produced = bodyOf(store, objectKey, i);
+    if (!Buffer.isBuffer(produced)) {
+      return fail('getFailed', `GET ${objectKey}: ${messageOf(produced.error)}`, base);
     }
-    if (body.length !== length - RECORD_BATCH_HEADER_SIZE) {
+    if (produced.length !== length) {
       return fail(
         'getFailed',
-        `${objectKey} gave ${body.length} bytes for the ${length - RECORD_BATCH_HEADER_SIZE}-byte body at ${position + RECORD_BATCH_HEADER_SIZE}`,
+        `${objectKey} gave ${produced.length} bytes for the ${length}-byte batch at ${position}`,
         base,
       );
     }
+    // The batch as the leader stored it: the produced bytes with the two fields the broker
+    // assigned on append (wal-references.ts explains why nothing else can differ).
+    const header = Buffer.from(produced.subarray(0, RECORD_BATCH_HEADER_SIZE));
+    header.writeBigInt64BE(base, 0);
+    header.writeInt32BE(segment.partitionLeaderEpoch, PLE_OFFSET);
+    const body = produced.subarray(RECORD_BATCH_HEADER_SIZE);
     const lengthField = header.readInt32BE(8);
     if (lengthField !== length - LOG_OVERHEAD) {
       return fail(
@@ -309,11 +314,19 @@ function rebuild(
       return fail('malformed', `batch at offset ${base} has partition leader epoch -1`, base);
     }
     if (goesBack(base)) return fail('malformed', `batch at offset ${base} goes back`, undefined);
-    // DefaultRecordBatch.isValid: CRC-32C over bytes 21..end, here header[21..61] then the body.
+    // The object must hold the very batch the leader stored (its CRC field), and that batch must
+    // be whole (DefaultRecordBatch.isValid: CRC-32C over bytes 21..end).
+    const stored = header.readUInt32BE(CRC_OFFSET);
+    if (stored !== segment.crc) {
+      return fail(
+        'crcMismatch',
+        `batch at offset ${base}: ${objectKey} holds CRC ${stored}, the leader stored CRC ${segment.crc}`,
+        base,
+      );
+    }
     const crc = crc32c(body, crc32c(header.subarray(CRC_START)));
-    const expected = header.readUInt32BE(CRC_OFFSET);
-    if (crc !== expected) {
-      return fail('crcMismatch', `batch at offset ${base}: CRC-32C ${crc} ≠ header CRC ${expected}`, base);
+    if (crc !== stored) {
+      return fail('crcMismatch', `batch at offset ${base}: CRC-32C ${crc} ≠ header CRC ${stored}`, base);
     }
     parts.push(header, body);
     references++;
@@ -457,10 +470,8 @@ export class FetchFillFilter implements FrameFilter {
           ranges.set(where, list);
         }
         return (
-          list.push({
-            offset: s.position + RECORD_BATCH_HEADER_SIZE,
-            length: s.length - RECORD_BATCH_HEADER_SIZE,
-          }) - 1
+          // The whole produced batch: its header supplies every field the broker did not assign.
+          list.push({ offset: s.position, length: s.length }) - 1
         );
       });
       return { topic, partition, segments, slots };

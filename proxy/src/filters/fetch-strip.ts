@@ -10,9 +10,11 @@ import {
   encodeFetchResponse,
   encodePartitionSegments,
   FETCH_CAPABILITY_TAG,
+  type FetchCapability,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
+  ProtocolError,
   recordBatches,
   responseHeaderVersion,
 } from '@walproxy/shared';
@@ -22,6 +24,11 @@ import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { IndexedBatch, WalBatchIndex } from '../wal/batch-index.js';
+
+/** Header fields a reference carries (kafka-protocol.md §4: the batch header layout). */
+const BASE_OFFSET_OFFSET = 0;
+const PARTITION_LEADER_EPOCH_OFFSET = 12;
+const CRC_OFFSET = 17;
 
 /**
  * Fetch versions the leader side rewrites: v12 is the first flexible one (tagged fields), v18 the
@@ -49,6 +56,8 @@ export interface FetchStripStats {
   holds: number;
   holdMsTotal: number;
   holdMsMax: number;
+  /** Marked requests from a follower side that reads another reference format: answered stock. */
+  unknownCapabilityVersions: number;
 }
 
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
@@ -108,6 +117,7 @@ export class FetchStripFilter implements FrameFilter {
     holds: 0,
     holdMsTotal: 0,
     holdMsMax: 0,
+    unknownCapabilityVersions: 0,
   };
   private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
 
@@ -131,11 +141,13 @@ export class FetchStripFilter implements FrameFilter {
       const header = decodeRequestHeader(payload);
       const request = decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
       const tag = request.taggedFields?.find((t) => t.tag === FETCH_CAPABILITY_TAG);
-      if (tag) {
-        const capability = decodeFetchCapability(tag.data);
+      const capability = tag ? readCapability(tag.data) : undefined;
+      if (capability) {
         this.marked.set(info, {
           inline: new Set(capability.inlineRequests.map((r) => `${r.topicId}:${r.partition}`)),
         });
+      } else if (tag) {
+        this.stats.unknownCapabilityVersions++;
       }
     }
     // The broker ignores the unknown tag (KIP-482), so the request goes up as it came.
@@ -290,9 +302,13 @@ export class FetchStripFilter implements FrameFilter {
       for (const b of batches) {
         const location = b.entry?.location;
         if (location) {
+          // The follower side rebuilds the stored header from the object's copy plus the two
+          // fields the broker assigned (wal-references.ts, version 2).
           segments.push({
             kind: 'reference',
-            header: b.header,
+            baseOffset: b.header.readBigInt64BE(BASE_OFFSET_OFFSET),
+            partitionLeaderEpoch: b.header.readInt32BE(PARTITION_LEADER_EPOCH_OFFSET),
+            crc: b.header.readUInt32BE(CRC_OFFSET),
             store: this.deps.storeUrl,
             objectKey: location.objectKey,
             position: location.position,
@@ -325,6 +341,19 @@ export class FetchStripFilter implements FrameFilter {
     this.stats.responsesRewritten++;
     const body = encodeFetchResponse(response, version);
     return frameOf(frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength), body);
+  }
+}
+
+/**
+ * The follower side's capability, or undefined when it speaks another version of the reference
+ * format (a rolling upgrade of walproxy): such a follower gets the stock response, inline.
+ */
+function readCapability(data: Buffer): FetchCapability | undefined {
+  try {
+    return decodeFetchCapability(data);
+  } catch (error) {
+    if (error instanceof ProtocolError && error.code === 'WALPROXY_ERR_UNSUPPORTED_VERSION') return undefined;
+    throw error;
   }
 }
 

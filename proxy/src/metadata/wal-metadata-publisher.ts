@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type Producer } from 'kafkajs';
+import { CompressionTypes, Kafka, logLevel, type Producer } from 'kafkajs';
 import type { Logger } from '../log.js';
 
 export const WAL_METADATA_TOPIC = '__remote_wal_log_metadata';
@@ -172,7 +172,9 @@ export class WalMetadataPublisher {
       value: JSON.stringify(record),
     }));
     this.sending = this.producer
-      .send({ topic: this.topic, acks: -1, messages })
+      // GZIP (built into kafkajs): the JSON repeats its keys and the object names, and the
+      // metadata topic is replicated across zones like any other, so its bytes count.
+      .send({ topic: this.topic, acks: -1, compression: CompressionTypes.GZIP, messages })
       .then(() => {
         this.stats.published += pieces.length;
         this.stats.records += messages.length;

@@ -1,6 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
   ApiKey,
+  crc32c,
   decodeFetchCapability,
   decodeFetchRequest,
   decodeFetchResponse,
@@ -168,14 +169,18 @@ function partitionPair(
       return;
     }
     const { key, padding, editHeader } = typeof placement === 'string' ? { key: placement } : placement;
+    // A header edit lands where the follower side reads that field: base offset and leader epoch
+    // in the reference, everything else in the object's copy of the produced batch.
     const header = Buffer.from(batch.subarray(0, 61));
     editHeader?.(header);
     segments.push({
       kind: 'reference',
-      header,
+      baseOffset: header.readBigInt64BE(0),
+      partitionLeaderEpoch: header.readInt32BE(12),
+      crc: header.readUInt32BE(17),
       store: OWN_STORE,
       objectKey: key,
-      ...objects.place(key, batch, padding),
+      ...objects.place(key, Buffer.concat([header, batch.subarray(61)]), padding),
     });
   });
   wire.records = Buffer.concat(inline);
@@ -610,6 +615,38 @@ describe('FetchFillFilter fallbacks', () => {
     expect(capabilityOf(send(filter).forwarded, 17)?.inlineRequests).toEqual([
       { topicId: TOPIC_A, partition: 0, fromOffset: baseOffsetOf(a0[2]!) },
     ]);
+  });
+
+  it('ends a partition before an object batch that is whole but not the one the leader stored', async () => {
+    // Given a partition whose third batch's object copy was replaced by another valid batch of the
+    // same length (another first timestamp, its CRC recomputed), so only the leader's CRC tells
+    const { store, filter, objects } = setup();
+    const { info } = send(filter);
+    const a0 = leaderBatches(100n, 4, 1);
+    const pair = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [
+            { partitionIndex: 0, batches: a0, placement: ['inline', 'wal/o1', 'wal/o1', 'wal/o1'] },
+          ],
+        },
+      ],
+      objects,
+    );
+    const object = store.objects.get('wal/o1')!;
+    const third = object.indexOf(a0[2]!.subarray(61)) - 61;
+    object.writeBigInt64BE(object.readBigInt64BE(third + 27) + 1n, third + 27);
+    object.writeUInt32BE(crc32c(object.subarray(third + 21, third + a0[2]!.length)), third + 17);
+
+    // When the answer goes through the filter
+    const out = await answer(filter, info, pair.wire);
+
+    // Then the partition ends after the second batch, counted as a CRC mismatch
+    expectRecords(pair, TOPIC_A, 0, [a0[0]!, a0[1]!]);
+    expect(out).toEqual(pair.expectedFrame());
+    expect(filter.stats.fallbacks.crcMismatch).toBe(1);
   });
 
   it('refuses a reference header with partition leader epoch -1, a wrong Length or an offset going back', async () => {

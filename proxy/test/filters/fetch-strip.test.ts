@@ -34,22 +34,19 @@ function frame(parts: Buffer[]): Buffer {
   return Buffer.concat([size, ...parts]);
 }
 
-function fetchRequest(inline: Array<{ partition: number }> | 'unmarked'): Buffer {
-  const taggedFields =
-    inline === 'unmarked'
-      ? []
-      : [
-          {
-            tag: FETCH_CAPABILITY_TAG,
-            data: encodeFetchCapability({
-              inlineRequests: inline.map((r) => ({
-                topicId: TOPIC_ID,
-                partition: r.partition,
-                fromOffset: 0n,
-              })),
-            }),
-          },
-        ];
+function fetchRequest(inline: Array<{ partition: number }> | 'unmarked', capabilityVersion?: number): Buffer {
+  const capability = (inlineRequests: Array<{ partition: number }>) => {
+    const data = encodeFetchCapability({
+      inlineRequests: inlineRequests.map((r) => ({
+        topicId: TOPIC_ID,
+        partition: r.partition,
+        fromOffset: 0n,
+      })),
+    });
+    if (capabilityVersion !== undefined) data[0] = capabilityVersion;
+    return data;
+  };
+  const taggedFields = inline === 'unmarked' ? [] : [{ tag: FETCH_CAPABILITY_TAG, data: capability(inline) }];
   return frame([
     encodeRequestHeader({
       apiKey: ApiKey.Fetch,
@@ -187,13 +184,16 @@ describe('FetchStripFilter', () => {
     // When the broker answers a marked fetch with a, b, c
     const { frame: response, body } = fetchResponse(Buffer.concat([storedA, storedB, storedC]));
     const out = await filter.onResponse(i, response);
-    // Then records hold only b, and the segments say: ref(a), inline(b), ref(c) with the leader's headers
+    // Then records hold only b, and the segments say: ref(a), inline(b), ref(c) with the offsets,
+    // epochs and CRCs the leader stored
     const { partition, segments, body: rewritten } = segmentsOf(out);
     expect(partition.records!.equals(storedB)).toBe(true);
     expect(segments).toEqual([
       {
         kind: 'reference',
-        header: storedA.subarray(0, 61),
+        baseOffset: storedA.readBigInt64BE(0),
+        partitionLeaderEpoch: storedA.readInt32BE(12),
+        crc: storedA.readUInt32BE(17),
         store: STORE,
         objectKey: 'o1',
         position: 28,
@@ -202,7 +202,9 @@ describe('FetchStripFilter', () => {
       { kind: 'inline', length: storedB.length },
       {
         kind: 'reference',
-        header: storedC.subarray(0, 61),
+        baseOffset: storedC.readBigInt64BE(0),
+        partitionLeaderEpoch: storedC.readInt32BE(12),
+        crc: storedC.readUInt32BE(17),
         store: STORE,
         objectKey: 'o2',
         position: 28,
@@ -236,6 +238,32 @@ describe('FetchStripFilter', () => {
     filter.onRequest(i, fetchRequest('unmarked'));
     const { frame: response } = fetchResponse(asStored(a, 0n));
     expect(filter.onResponse(i, response)).toBe(response);
+  });
+
+  it('gives a follower side that reads another reference format the broker bytes untouched', () => {
+    // Given a batch in the WAL, and a follower whose sidecar marks its Fetch with format version 1
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    const i = info();
+    filter.onRequest(i, fetchRequest([], 1));
+    // When the broker answers, then the follower gets the stock response, and it is counted
+    const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.unknownCapabilityVersions).toBe(1);
   });
 
   it('sends a partition inline when the follower side asked for it', () => {

@@ -3,25 +3,35 @@
 // structs (kafka-protocol.md §1); ours sit far above them.
 //
 // Fetch request, top-level tag FETCH_CAPABILITY_TAG (added by the follower's egress sidecar):
-//   Version int8 (= 1)
+//   Version int8 (= 2) — also the segment-list version the follower reads; a leader side that
+//                        does not speak it leaves the response stock
 //   InlineRequests COMPACT_ARRAY of:   partitions the follower side could not fill last time
 //     TopicId uuid, Partition int32, FromOffset int64
 // Only a request carrying this tag ever gets references back.
 //
 // Fetch response, partition tag PARTITION_SEGMENTS_TAG (added by the leader's replication ingress):
-//   Version int8 (= 1)
+//   Version int8 (= 2)
 //   Stores COMPACT_ARRAY of COMPACT_STRING — the store URLs the references point into (the
 //     leader's --wal-store-url: S3 Express One Zone buckets are zonal, so a follower in another
 //     zone must know which bucket to read)
 //   Segments uvarint count, then per segment:
 //     Kind int8: 0 = inline, 1 = reference
 //     inline:    Length uvarint — the next Length bytes of the partition's Records field
-//     reference: Header [61 bytes] — the batch header exactly as the leader stored it
+//     reference: BaseOffset int64, PartitionLeaderEpoch int32 — the two header fields the leader
+//                  assigned when it appended the batch (the producer sent 0 and -1)
+//                Crc uint32 — the batch's CRC-32C, as the leader stored it
 //                Store uvarint — index into Stores
-//                ObjectKey COMPACT_STRING, Position uint32, Length uint32 — where the whole
-//                produced batch (header included) lies in the WAL object; its body is
-//                [Position + 61, Position + Length)
+//                ObjectKey COMPACT_STRING, Position uvarint, Length uvarint — where the whole
+//                  produced batch (header included) lies in the WAL object
 // The partition's Records field then holds only the inline segments, in order.
+//
+// Why only two header fields (version 2; version 1 carried all 61 header bytes): the leader side
+// references a batch only when its stored header equals the produced one from byte 16 on (magic,
+// CRC, attributes, offsets delta, timestamps, producer id/epoch, sequence, count — everything the
+// CRC covers), so the follower side rebuilds the stored batch exactly from the object's bytes plus
+// BaseOffset and PartitionLeaderEpoch (Length is bytes 8..11 of both). The CRC is carried so the
+// follower checks the object holds the very batch the leader stored, not merely a valid one.
+// With position and length as varints, a reference is 48 bytes shorter than in version 1.
 
 import { ProtocolError } from '../protocol/errors.js';
 import { Reader } from '../protocol/reader.js';
@@ -30,7 +40,7 @@ import { RECORD_BATCH_HEADER_SIZE } from '../records/record-batch.js';
 
 export const FETCH_CAPABILITY_TAG = 27_001;
 export const PARTITION_SEGMENTS_TAG = 27_002;
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
 
 export interface InlineRequest {
   topicId: string;
@@ -44,7 +54,16 @@ export interface FetchCapability {
 
 export type PartitionSegment =
   | { kind: 'inline'; length: number }
-  | { kind: 'reference'; header: Buffer; store: string; objectKey: string; position: number; length: number };
+  | {
+      kind: 'reference';
+      baseOffset: bigint;
+      partitionLeaderEpoch: number;
+      crc: number;
+      store: string;
+      objectKey: string;
+      position: number;
+      length: number;
+    };
 
 const CAPABILITY_CTX = { api: 'WalproxyFetchCapability', version: FORMAT_VERSION, flexible: true };
 const SEGMENTS_CTX = { api: 'WalproxyPartitionSegments', version: FORMAT_VERSION, flexible: true };
@@ -101,17 +120,17 @@ export function encodePartitionSegments(segments: readonly PartitionSegment[]): 
       w.int8(0, 'Kind');
       w.uvarint(s.length, 'Length');
     } else {
-      if (s.header.length !== RECORD_BATCH_HEADER_SIZE) {
-        throw new RangeError(
-          `a reference carries the ${RECORD_BATCH_HEADER_SIZE}-byte batch header, got ${s.header.length}`,
-        );
+      if (s.length < RECORD_BATCH_HEADER_SIZE) {
+        throw new RangeError(`a referenced batch of ${s.length} bytes is shorter than its header`);
       }
       w.int8(1, 'Kind');
-      w.raw(s.header);
+      w.int64(s.baseOffset, 'BaseOffset');
+      w.int32(s.partitionLeaderEpoch, 'PartitionLeaderEpoch');
+      w.uint32(s.crc, 'Crc');
       w.uvarint(storeIndex.get(s.store)!, 'Store');
       w.compactString(s.objectKey, 'ObjectKey');
-      w.uint32(s.position, 'Position');
-      w.uint32(s.length, 'Length');
+      w.uvarint(s.position, 'Position');
+      w.uvarint(s.length, 'Length');
     }
   }
   return w.finish();
@@ -131,18 +150,27 @@ export function decodePartitionSegments(data: Buffer): PartitionSegment[] {
     if (kind === 0) {
       segments.push({ kind: 'inline', length: r.uvarint('Length') });
     } else if (kind === 1) {
-      const at = r.offset;
-      r.skip(RECORD_BATCH_HEADER_SIZE, 'Header');
-      const header = data.subarray(at, at + RECORD_BATCH_HEADER_SIZE);
+      const baseOffset = r.int64('BaseOffset');
+      const partitionLeaderEpoch = r.int32('PartitionLeaderEpoch');
+      const crc = r.uint32('Crc');
       const storeAt = r.uvarint('Store');
       const store =
         stores[storeAt] ?? r.fail('INVALID_VALUE', 'Store', `store ${storeAt} of ${stores.length}`);
       const objectKey = r.compactString('ObjectKey');
-      const position = r.uint32('Position');
-      const length = r.uint32('Length');
+      const position = r.uvarint('Position');
+      const length = r.uvarint('Length');
       if (length < RECORD_BATCH_HEADER_SIZE)
         r.fail('INVALID_VALUE', 'Length', `a batch of ${length} bytes is shorter than its header`);
-      segments.push({ kind: 'reference', header, store, objectKey, position, length });
+      segments.push({
+        kind: 'reference',
+        baseOffset,
+        partitionLeaderEpoch,
+        crc,
+        store,
+        objectKey,
+        position,
+        length,
+      });
     } else {
       r.fail('INVALID_VALUE', 'Kind', `segment kind ${kind} is neither inline (0) nor reference (1)`);
     }

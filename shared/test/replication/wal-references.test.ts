@@ -13,7 +13,9 @@ const segmentArb: fc.Arbitrary<PartitionSegment> = fc.oneof(
   fc.record({ kind: fc.constant('inline' as const), length: fc.nat({ max: 10_000_000 }) }),
   fc.record({
     kind: fc.constant('reference' as const),
-    header: fc.uint8Array({ minLength: 61, maxLength: 61 }).map((a) => Buffer.from(a)),
+    baseOffset: fc.bigInt({ min: 0n, max: (1n << 63n) - 1n }),
+    partitionLeaderEpoch: fc.integer({ min: -1, max: 0x7fff_ffff }),
+    crc: fc.nat({ max: 0xffff_ffff }),
     store: fc.constantFrom(
       's3://walproxy--use1-az4--x-s3/wal',
       's3://walproxy--use1-az6--x-s3/wal',
@@ -59,7 +61,29 @@ describe('walproxy Fetch tags', () => {
 
   it('refuses a format version it does not read', () => {
     const data = encodePartitionSegments([{ kind: 'inline', length: 5 }]);
-    data[0] = 2;
-    expect(() => decodePartitionSegments(data)).toThrow(/format version 2/);
+    data[0] = 1;
+    expect(() => decodePartitionSegments(data)).toThrow(/format version 1/);
+    const capability = encodeFetchCapability({ inlineRequests: [] });
+    capability[0] = 1;
+    expect(() => decodeFetchCapability(capability)).toThrow(/format version 1/);
+  });
+
+  it('spends 87 bytes on a reference to a typical WAL object key, 48 fewer than version 1 (whole header, fixed-width position)', () => {
+    // Given a reference as the leader side sends it, with a key as the WAL writer names objects
+    const objectKey = 'wal/2026/11/30/04/1/1764477600123-0000001f-9c1d2e3f4a5b6c7d.wal';
+    const segment: PartitionSegment = {
+      kind: 'reference',
+      baseOffset: 1_234_567n,
+      partitionLeaderEpoch: 7,
+      crc: 0xdeadbeef,
+      store: 's3://walproxy--use1-az4--x-s3/wal',
+      objectKey,
+      position: 300_000,
+      length: 12_345,
+    };
+    const withStoreTable = encodePartitionSegments([segment]).length;
+    const storeTable = encodePartitionSegments([]).length + 1 + segment.store.length;
+    // Then kind + offsets/epoch/CRC + store index + key + position and length as varints
+    expect(withStoreTable - storeTable).toBe(1 + 8 + 4 + 4 + 1 + 1 + objectKey.length + 3 + 2);
   });
 });
