@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { ZoneNetwork } from '../net/zone-network.js';
 import { kafkaLibDir, kafkaVersion, repoRoot, sidecarEntry } from './paths.js';
 import { findFreeBase, type PortPlan, portPlan } from './ports.js';
 import { ManagedProcess } from './process.js';
@@ -31,6 +32,13 @@ export interface ClusterOptions {
   sidecarEnv?: Record<string, string>;
   /** Where to keep logs and data; a fresh temp dir by default. */
   workDir?: string;
+  /**
+   * Run each broker pod (broker + sidecar), the controller and nothing else in the namespaces of
+   * this zone network (e2e/src/net/zone-network.ts), as in Kubernetes: every pod has its own
+   * `localhost`, and traffic between zones is routed, and counted, by the kernel. The caller
+   * creates and removes the network. Absent: every process shares the machine's loopback.
+   */
+  zones?: ZoneNetwork;
 }
 
 const LOG4J2 = `appender.f.type=File
@@ -110,14 +118,14 @@ export class KafkaCluster {
   bootstrap(): string {
     return BROKER_IDS.map((id) =>
       this.withSidecars
-        ? `127.0.0.1:${this.ports.sidecarClient(id)}`
-        : `127.0.0.1:${this.ports.brokerClient(id)}`,
+        ? `${this.podAddress(id)}:${this.ports.sidecarClient(id)}`
+        : `${this.podAddress(id)}:${this.ports.brokerClient(id)}`,
     ).join(',');
   }
 
   /** Bootstrap servers of the DIRECT listener: the whole client path bypasses walproxy. */
   directBootstrap(): string {
-    return BROKER_IDS.map((id) => `127.0.0.1:${this.ports.brokerDirect(id)}`).join(',');
+    return BROKER_IDS.map((id) => `${this.podAddress(id)}:${this.ports.brokerDirect(id)}`).join(',');
   }
 
   /** The directory holding broker `brokerId`'s partition logs (log.dirs). */
@@ -131,7 +139,27 @@ export class KafkaCluster {
   }
 
   adminUrl(brokerId: number): string {
-    return `http://127.0.0.1:${this.ports.sidecarAdmin(brokerId)}`;
+    return `http://${this.podAddress(brokerId)}:${this.ports.sidecarAdmin(brokerId)}`;
+  }
+
+  /**
+   * Where clients and other pods reach broker `brokerId`'s pod: its zone-network address, or
+   * loopback when every process shares the machine's network.
+   */
+  podAddress(brokerId: number): string {
+    return this.options.zones ? this.options.zones.pod(brokerId).address : '127.0.0.1';
+  }
+
+  private get controllerAddress(): string {
+    return this.options.zones ? this.options.zones.controller.address : '127.0.0.1';
+  }
+
+  /** `java`/`node` as started inside the node's namespace (zone network) or directly. */
+  private placed(node: number | 'controller', command: string, args: string[]): [string, string[]] {
+    const zones = this.options.zones;
+    if (!zones) return [command, args];
+    const netns = node === 'controller' ? zones.controller.netns : zones.pod(node).netns;
+    return ['ip', ['netns', 'exec', netns, command, ...args]];
   }
 
   /** Runs a Java main class from the resolved Kafka jars (perf tools, topic tool, log dump). */
@@ -163,7 +191,7 @@ export class KafkaCluster {
 
   private commonProperties(): Record<string, string | number> {
     return {
-      'controller.quorum.voters': `${CONTROLLER_ID}@127.0.0.1:${this.ports.controller}`,
+      'controller.quorum.voters': `${CONTROLLER_ID}@${this.controllerAddress}:${this.ports.controller}`,
       'controller.listener.names': 'CONTROLLER',
       'num.network.threads': 2,
       'num.io.threads': 2,
@@ -203,7 +231,7 @@ export class KafkaCluster {
         upstreamHost: '127.0.0.1',
         clientUpstreamPort: p.brokerClient(id),
         replicationUpstreamPort: p.brokerReplication(id),
-        clientAdvertisedHost: '127.0.0.1',
+        clientAdvertisedHost: this.podAddress(id),
         clientAdvertisedPort: p.sidecarClient(id),
         egressBase: p.egress(0),
         rack: RACKS[id]!,
@@ -211,8 +239,8 @@ export class KafkaCluster {
         extraListeners: [
           {
             name: 'DIRECT',
-            bind: `127.0.0.1:${p.brokerDirect(id)}`,
-            advertised: `127.0.0.1:${p.brokerDirect(id)}`,
+            bind: `${this.podAddress(id)}:${p.brokerDirect(id)}`,
+            advertised: `${this.podAddress(id)}:${p.brokerDirect(id)}`,
           },
         ],
       }),
@@ -230,7 +258,7 @@ export class KafkaCluster {
       properties({
         'process.roles': 'controller',
         'node.id': CONTROLLER_ID,
-        listeners: `CONTROLLER://127.0.0.1:${this.ports.controller}`,
+        listeners: `CONTROLLER://${this.controllerAddress}:${this.ports.controller}`,
         'log.dirs': path.join(this.workDir, 'controller', 'data'),
         ...this.commonProperties(),
       }),
@@ -265,17 +293,16 @@ export class KafkaCluster {
     mkdirSync(logDir, { recursive: true });
     this.controller = new ManagedProcess(
       'controller',
-      'java',
-      [
+      ...this.placed('controller', 'java', [
         ...this.jvmFlags('256m', logDir),
         '-cp',
         this.classpath,
         'kafka.Kafka',
         path.join(this.workDir, 'controller.properties'),
-      ],
+      ]),
       path.join(logDir, 'stdout.log'),
     );
-    await waitForPort(this.ports.controller, 60_000, this.controller);
+    await waitForPort(this.ports.controller, 60_000, this.controller, this.controllerAddress);
   }
 
   async startBroker(id: number): Promise<void> {
@@ -283,18 +310,17 @@ export class KafkaCluster {
     mkdirSync(logDir, { recursive: true });
     const broker = new ManagedProcess(
       `broker-${id}`,
-      'java',
-      [
+      ...this.placed(id, 'java', [
         ...this.jvmFlags(this.options.brokerHeap ?? '512m', logDir),
         '-cp',
         this.classpath,
         'kafka.Kafka',
         path.join(this.workDir, `broker-${id}.properties`),
-      ],
+      ]),
       path.join(logDir, 'stdout.log'),
     );
     this.brokers.set(id, broker);
-    await waitForPort(this.ports.brokerDirect(id), 90_000, broker);
+    await waitForPort(this.ports.brokerDirect(id), 90_000, broker, this.podAddress(id));
   }
 
   async stopBroker(id: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
@@ -303,20 +329,27 @@ export class KafkaCluster {
 
   sidecarArguments(id: number): string[] {
     const p = this.ports;
+    const pod = this.podAddress(id);
     return [
       'sidecar',
       ...sidecarFlags({
         brokerId: id,
-        clientListen: `127.0.0.1:${p.sidecarClient(id)}`,
+        clientListen: `${pod}:${p.sidecarClient(id)}`,
         clientUpstream: `127.0.0.1:${p.brokerClient(id)}`,
-        replicationListen: `127.0.0.1:${p.sidecarReplication(id)}`,
+        replicationListen: `${pod}:${p.sidecarReplication(id)}`,
         replicationUpstream: `127.0.0.1:${p.brokerReplication(id)}`,
         egressBase: p.egress(0),
-        egressBrokerIds: egressBrokerIds('shared-namespace', id, BROKER_IDS),
+        egressBrokerIds: egressBrokerIds(
+          this.options.zones ? 'pod-namespace' : 'shared-namespace',
+          id,
+          BROKER_IDS,
+        ),
         peers: {
-          addresses: BROKER_IDS.map((peer) => [peer, `127.0.0.1:${p.sidecarReplication(peer)}`] as const),
+          addresses: BROKER_IDS.map(
+            (peer) => [peer, `${this.podAddress(peer)}:${p.sidecarReplication(peer)}`] as const,
+          ),
         },
-        adminListen: `127.0.0.1:${p.sidecarAdmin(id)}`,
+        adminListen: `${pod}:${p.sidecarAdmin(id)}`,
       }),
       ...(this.options.sidecarArgs?.(id) ?? []),
     ];
@@ -327,8 +360,7 @@ export class KafkaCluster {
     mkdirSync(logDir, { recursive: true });
     const sidecar = new ManagedProcess(
       `sidecar-${id}`,
-      process.execPath,
-      [sidecarEntry(), ...this.sidecarArguments(id)],
+      ...this.placed(id, process.execPath, [sidecarEntry(), ...this.sidecarArguments(id)]),
       path.join(logDir, 'sidecar.log'),
       {
         ...process.env,
@@ -395,12 +427,17 @@ export interface SidecarCounters {
   };
 }
 
-export async function waitForPort(port: number, timeoutMs: number, owner?: ManagedProcess): Promise<void> {
+export async function waitForPort(
+  port: number,
+  timeoutMs: number,
+  owner?: ManagedProcess,
+  host = '127.0.0.1',
+): Promise<void> {
   const net = await import('node:net');
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const ok = await new Promise<boolean>((resolve) => {
-      const socket = net.connect({ host: '127.0.0.1', port });
+      const socket = net.connect({ host, port });
       socket.once('connect', () => {
         socket.destroy();
         resolve(true);
@@ -413,7 +450,7 @@ export async function waitForPort(port: number, timeoutMs: number, owner?: Manag
         `${owner.name} exited before listening on ${port}; log ${owner.logFile}:\n${owner.output().slice(-3000)}`,
       );
     }
-    if (Date.now() > deadline) throw new Error(`port ${port} not listening after ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`${host}:${port} not listening after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }

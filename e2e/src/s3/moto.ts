@@ -47,6 +47,10 @@ export interface StartMotoOptions {
    * access keys (any key not created through its IAM API is then refused).
    */
   env?: Record<string, string>;
+  /** Address to bind (default 127.0.0.1), e.g. the object store's address in a zone network. */
+  host?: string;
+  /** Network namespace to run the server in (e2e/src/net/zone-network.ts); absent: the caller's. */
+  netns?: string;
 }
 
 /**
@@ -102,11 +106,16 @@ async function hasExpectedVersions(python: string): Promise<boolean> {
   }
 }
 
-/** Installs moto if needed, starts it on 127.0.0.1 with an OS-chosen port and waits until it answers. */
+/** Installs moto if needed, starts it on 127.0.0.1 (or `host`) with an OS-chosen port and waits until it answers. */
 export async function startMoto(options: StartMotoOptions = {}): Promise<MotoServer> {
   const python = await ensureMoto();
   const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
-  const child = spawn(python, ['-m', 'moto.server', '-H', '127.0.0.1', '-p', '0'], {
+  const serverArgs = ['-m', 'moto.server', '-H', options.host ?? '127.0.0.1', '-p', '0'];
+  // `ip netns exec` execs the server, so the pid stays the server's (tests SIGSTOP it).
+  const [command, args] = options.netns
+    ? ['ip', ['netns', 'exec', options.netns, python, ...serverArgs]]
+    : [python, serverArgs];
+  const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...options.env, PYTHONUNBUFFERED: '1' },
   });
@@ -131,7 +140,7 @@ export async function startMoto(options: StartMotoOptions = {}): Promise<MotoSer
   }
 }
 
-/** Werkzeug prints `Running on http://127.0.0.1:<port>` once it listens; the output keeps flowing. */
+/** Werkzeug prints `Running on http://<host>:<port>` once it listens; the output keeps flowing. */
 function announcedEndpoint(child: ChildProcess, deadline: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const recent: string[] = [];
@@ -139,7 +148,7 @@ function announcedEndpoint(child: ChildProcess, deadline: number): Promise<strin
     const onData = (chunk: Buffer) => {
       for (const line of chunk.toString('utf8').split('\n')) {
         if (line.trim() !== '') recent.push(line);
-        const match = /Running on (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
+        const match = /Running on (http:\/\/\d+\.\d+\.\d+\.\d+:\d+)/.exec(line);
         if (match) {
           clearTimeout(timer);
           resolve(match[1]!);
