@@ -228,7 +228,9 @@ export class KafkaCluster {
       'node.id': id,
       ...brokerListenerSettings({
         brokerId: id,
-        upstreamHost: '127.0.0.1',
+        // Behind a sidecar the data listeners are the pod's loopback; without one (the stock
+        // baseline) they are what other pods and clients reach.
+        upstreamHost: this.withSidecars ? '127.0.0.1' : this.podAddress(id),
         clientUpstreamPort: p.brokerClient(id),
         replicationUpstreamPort: p.brokerReplication(id),
         clientAdvertisedHost: this.podAddress(id),
