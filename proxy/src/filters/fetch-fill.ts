@@ -47,6 +47,14 @@ export const FETCH_FILL_VERSIONS = { min: 12, max: 18 } as const;
 /** How long a partition keeps asking for inline bytes when nothing tells us it got them. */
 export const FETCH_FILL_PENDING_TTL_MS = 30_000;
 
+/**
+ * After a fill whose object reads failed, the follower side stops marking its Fetch requests, so
+ * the leader side answers stock (inline) for a while, instead of every other fetch waiting on a
+ * store that does not answer: 1 s, doubling per failure to 10 s, back to 0 after a fill succeeds.
+ */
+export const FETCH_FILL_BACKOFF_MIN_MS = 1_000;
+export const FETCH_FILL_BACKOFF_MAX_MS = 10_000;
+
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
 export const FETCH_FILL_CHANNELS = {
   /** A response carrying references was rebuilt: FetchFillEvent. */
@@ -109,6 +117,10 @@ export interface FetchFillStats {
   pendingExpired: number;
   /** Time from a response's arrival to its rebuilt frame, over responsesFilled. */
   fillLatencyMs: { sum: number; count: number; max: number };
+  /** Fillable requests forwarded unmarked (so answered inline) while object reads back off. */
+  requestsDuringBackoff: number;
+  /** Times object reads failed and the follower side went inline for a while. */
+  backoffs: number;
 }
 
 export interface FetchFillOptions {
@@ -368,6 +380,8 @@ export class FetchFillFilter implements FrameFilter {
     pendingInline: 0,
     pendingExpired: 0,
     fillLatencyMs: { sum: 0, count: 0, max: 0 },
+    requestsDuringBackoff: 0,
+    backoffs: 0,
   };
   readonly #readerFor: (store: string) => Pick<WalRangeReader, 'read'> | undefined;
   readonly #log: Logger;
@@ -375,6 +389,9 @@ export class FetchFillFilter implements FrameFilter {
   readonly #pendingTtlMs: number;
   readonly #pending = new Map<string, PendingFallback>();
   readonly #marked = new WeakMap<RequestInfo, MarkedRequest>();
+  /** Until when (#now) requests go out unmarked, and the length of the last such window. */
+  #inlineUntil = 0;
+  #backoffMs = 0;
 
   constructor(options: FetchFillOptions) {
     this.#readerFor = options.readerFor;
@@ -387,6 +404,10 @@ export class FetchFillFilter implements FrameFilter {
     // Fetch always has a response (only Produce acks=0 does not).
     const untouched: RequestDecision = { action: 'forward', frame, expectResponse: true };
     if (!fillable(info.apiVersion)) return untouched;
+    if (this.#now() < this.#inlineUntil) {
+      this.stats.requestsDuringBackoff++;
+      return untouched;
+    }
     this.#expirePending();
     const inlineRequests: InlineRequest[] = [];
     for (const pending of this.#pending.values()) {
@@ -546,6 +567,8 @@ export class FetchFillFilter implements FrameFilter {
         fallbacks: failures.length,
       } satisfies FetchFillEvent);
     }
+    if (failures.some((f) => f.reason === 'getFailed')) this.#backOff();
+    else if (references > 0) this.#backoffMs = 0;
     if (failures.length > 0) {
       const first = failures[0]!;
       this.#log.warn(
@@ -557,6 +580,20 @@ export class FetchFillFilter implements FrameFilter {
       );
     }
     return out;
+  }
+
+  /** Object reads failed: the next requests go unmarked (stock, inline) for a growing while. */
+  #backOff(): void {
+    this.#backoffMs = Math.min(
+      FETCH_FILL_BACKOFF_MAX_MS,
+      Math.max(FETCH_FILL_BACKOFF_MIN_MS, this.#backoffMs * 2),
+    );
+    this.#inlineUntil = this.#now() + this.#backoffMs;
+    this.stats.backoffs++;
+    this.#log.warn(
+      { inlineForMs: this.#backoffMs },
+      'object store reads failed; follower fetches go inline (stock) for a while',
+    );
   }
 
   /** Registers (or renews) the partition's inline request, counts it, and says so. */

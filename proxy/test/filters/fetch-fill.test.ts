@@ -26,6 +26,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { sampleBatch } from '../../../shared/test/helpers/record-batches.js';
 import {
+  FETCH_FILL_BACKOFF_MIN_MS,
   FETCH_FILL_CHANNELS,
   FETCH_FILL_PENDING_TTL_MS,
   type FetchFallbackEvent,
@@ -538,7 +539,8 @@ describe('FetchFillFilter responses', () => {
 describe('FetchFillFilter fallbacks', () => {
   it('ends partitions read from a failing object at their last good batch and asks for inline bytes', async () => {
     // Given object o1 whose GETs fail, and partitions using it, o2, or both
-    const { store, filter, objects } = setup();
+    let clock = 0;
+    const { store, filter, objects } = setup(() => clock);
     const { info } = send(filter);
     const a0 = leaderBatches(100n, 3, 1);
     const a1 = leaderBatches(300n, 3, 2);
@@ -575,13 +577,66 @@ describe('FetchFillFilter fallbacks', () => {
       [TOPIC_A, 0, baseOffsetOf(a0[1]!), 'getFailed'],
       [TOPIC_B, 0, baseOffsetOf(b0[0]!), 'getFailed'],
     ]);
-    // And the next request asks the leader side to send them inline from there
+    // And the next requests go unmarked for a second (the leader side answers stock), then ask
+    // the leader side to send those partitions inline from there
+    expect(capabilityOf(send(filter).forwarded, 17)).toBeUndefined();
+    clock = FETCH_FILL_BACKOFF_MIN_MS;
     expect(capabilityOf(send(filter).forwarded, 17)).toEqual({
       inlineRequests: [
         { topicId: TOPIC_A, partition: 0, fromOffset: baseOffsetOf(a0[1]!) },
         { topicId: TOPIC_B, partition: 0, fromOffset: baseOffsetOf(b0[0]!) },
       ],
     });
+  });
+
+  it('backs off from a store whose reads fail, longer each time, and comes back after a fill succeeds', async () => {
+    // Given a follower side whose reads of o1 fail
+    let clock = 0;
+    const { store, filter, objects } = setup(() => clock);
+    store.failing.add('wal/o1');
+    const failingAnswer = async () => {
+      const { info } = send(filter);
+      const a0 = leaderBatches(100n, 1, 1);
+      const pair = responsePair(
+        17,
+        [{ topicId: TOPIC_A, partitions: [{ partitionIndex: 0, batches: a0, placement: ['wal/o1'] }] }],
+        objects,
+      );
+      await answer(filter, info, pair.wire);
+    };
+
+    // When a fill fails, then requests go unmarked for 1 s
+    await failingAnswer();
+    clock = 999;
+    expect(capabilityOf(send(filter).forwarded, 17)).toBeUndefined();
+    // And when the next fill fails too, for 2 s
+    clock = 1_000;
+    await failingAnswer();
+    clock = 2_999;
+    expect(capabilityOf(send(filter).forwarded, 17)).toBeUndefined();
+    expect(filter.stats.requestsDuringBackoff).toBe(2);
+    expect(filter.stats.backoffs).toBe(2);
+
+    // And once a fill of references succeeds, a later failure backs off 1 s again
+    clock = 3_000;
+    store.failing.clear();
+    const { info } = send(filter);
+    const ok = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [{ partitionIndex: 0, batches: leaderBatches(100n, 1, 1), placement: ['wal/o9'] }],
+        },
+      ],
+      objects,
+    );
+    await answer(filter, info, ok.wire);
+    store.failing.add('wal/o1');
+    clock = 4_000;
+    await failingAnswer();
+    clock = 5_000;
+    expect(capabilityOf(send(filter).forwarded, 17)).toBeDefined();
   });
 
   it('ends a partition before a batch whose body has one flipped byte', async () => {
@@ -758,8 +813,9 @@ describe('FetchFillFilter fallbacks', () => {
   });
 
   it('stops asking for inline bytes once the partition comes back delivered', async () => {
-    // Given a partition that fell back
-    const { store, filter, objects } = setup();
+    // Given a partition that fell back (and the store-read backoff over)
+    let clock = 0;
+    const { store, filter, objects } = setup(() => clock);
     const a0 = leaderBatches(100n, 3, 1);
     store.failing.add('wal/o1');
     const failed = send(filter);
@@ -777,6 +833,8 @@ describe('FetchFillFilter fallbacks', () => {
         objects,
       ).wire,
     );
+
+    clock = FETCH_FILL_BACKOFF_MIN_MS;
 
     // When the next answer leaves it out of its byte budget (empty, no references)
     const second = send(filter);
@@ -888,7 +946,9 @@ describe('FetchFillFilter fallbacks', () => {
       ).wire,
     );
 
-    // When the next v12 requests go out, before and after the time limit
+    // When the next v12 requests go out (once the store-read backoff is over), before and after
+    // the time limit
+    clock = FETCH_FILL_BACKOFF_MIN_MS;
     const unmarked = requestFrame(12);
     const during = filter.onRequest(unmarked.info, unmarked.frame);
     clock += FETCH_FILL_PENDING_TTL_MS;
