@@ -1,4 +1,11 @@
-import { parseS3Flags } from './cli/s3-flags.js';
+import { parseS3EncryptionFlags, parseS3Flags } from './cli/s3-flags.js';
+import {
+  type KafkaClientSecurity,
+  type ListenerTlsConfig,
+  type PeerTlsConfig,
+  parseSecurityFlags,
+  SECURITY_DEFAULTS,
+} from './cli/security-flags.js';
 import type { HostPort } from './net/proxy-listener.js';
 import type { ObjectStoreOptions } from './store/index.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
@@ -25,7 +32,7 @@ export interface WalConfig {
     partitions: number;
     replicationFactor: number;
     retentionMs: number;
-  };
+  } & KafkaClientSecurity;
 }
 
 /** The validated configuration of `walproxy sidecar`. */
@@ -47,6 +54,12 @@ export interface SidecarConfig {
   maxBufferedBytes: number;
   drainTimeoutMs: number;
   logLevel: string;
+  /** TLS termination on the client ingress. */
+  clientTls?: ListenerTlsConfig;
+  /** TLS termination on the replication ingress (peer certificates required by default). */
+  replicationTls?: ListenerTlsConfig;
+  /** TLS from the egress listeners to the peers' replication ingress. */
+  peerTls?: PeerTlsConfig;
   /** Absent: no WAL, the sidecar forwards transparently. */
   wal?: WalConfig;
 }
@@ -74,6 +87,8 @@ export const SIDECAR_DEFAULTS = {
   'metadata-topic-replication-factor': 3,
   // Longer than the WAL topics' local retention is the design's rule; an hour suits 10-20 ms objects.
   'metadata-topic-retention-ms': 3_600_000,
+  's3-sse': 'none',
+  ...SECURITY_DEFAULTS,
 } as const;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -81,7 +96,9 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 class Errors {
   readonly list: string[] = [];
   add(flag: string, message: string): void {
-    this.list.push(`--${flag}: ${message}`);
+    // Files shared by two settings (the egress inherits the replication ingress's) report once.
+    const line = `--${flag}: ${message}`;
+    if (!this.list.includes(line)) this.list.push(line);
   }
 }
 
@@ -225,7 +242,11 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   if (!LOG_LEVELS.includes(logLevel))
     errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
 
-  const wal = parseWalConfig(withDefaults, errors, clientUpstream);
+  const security = parseSecurityFlags(withDefaults, errors, {
+    replicationListen: replicationListen !== undefined,
+    egressCount: egressBrokerIds.length,
+  });
+  const wal = parseWalConfig(withDefaults, errors, clientUpstream, security.metadataClient);
 
   if (errors.list.length > 0) return { errors: errors.list };
   const config: SidecarConfig = {
@@ -245,6 +266,9 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   if (egressListenBase !== undefined) config.egressListenBase = egressListenBase;
   if (template !== undefined) config.peerAddressTemplate = template;
   if (adminListen) config.adminListen = adminListen;
+  if (security.clientTls) config.clientTls = security.clientTls;
+  if (security.replicationTls) config.replicationTls = security.replicationTls;
+  if (security.peerTls) config.peerTls = security.peerTls;
   if (wal) config.wal = wal;
   return { config };
 }
@@ -261,6 +285,7 @@ function parseWalConfig(
   raw: RawSidecarOptions,
   errors: Errors,
   clientUpstream: HostPort | undefined,
+  metadataClient: KafkaClientSecurity,
 ): WalConfig | undefined {
   const walTopics = list(raw['wal-topic']);
   const topicConfigs = list(raw['topic-config']);
@@ -295,9 +320,17 @@ function parseWalConfig(
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
   const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
-  const storeOptions = parseS3Flags(raw, errors);
+  const storeOptions = { ...parseS3Flags(raw, errors), ...parseS3EncryptionFlags(raw, errors, storeUrl) };
   const metadataBootstrap = list(raw['metadata-bootstrap']);
-  if (metadataBootstrap.length === 0 && clientUpstream)
+  if (metadataBootstrap.length === 0 && metadataClient.tls) {
+    // Brokers advertise the client ingress, so after bootstrap the client dials TLS endpoints
+    // by their advertised names; the loopback upstream speaks no TLS and carries no such name.
+    errors.add(
+      'metadata-bootstrap',
+      "is required when the sidecar's own client uses TLS (--metadata-tls): a client ingress by a name in its certificate, e.g. kafka-0.kafka-headless:9192",
+    );
+  }
+  if (metadataBootstrap.length === 0 && clientUpstream && !metadataClient.tls)
     metadataBootstrap.push(`${clientUpstream.host}:${clientUpstream.port}`);
   for (const address of metadataBootstrap) {
     if (typeof parseHostPort(address) === 'string')
@@ -323,6 +356,7 @@ function parseWalConfig(
       partitions: partitions!,
       replicationFactor: replicationFactor!,
       retentionMs: retentionMs!,
+      ...metadataClient,
     },
   };
 }

@@ -4,12 +4,14 @@ import { ApiVersionsFilter } from './filters/api-versions.js';
 import { FetchFillFilter } from './filters/fetch-fill.js';
 import { FetchStripFilter } from './filters/fetch-strip.js';
 import { ProduceWalFilter } from './filters/produce-wal.js';
+import { SaslHandshakeFilter } from './filters/sasl-handshake.js';
 import type { Logger } from './log.js';
 import { TopicNames } from './metadata/topic-names.js';
 import { WalMetadataPublisher } from './metadata/wal-metadata-publisher.js';
 import type { ListenerCounters } from './net/counters.js';
 import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
+import { TlsFileError, type TlsFiles, TlsMaterial } from './net/tls-material.js';
 import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
 import { Readiness, Telemetry, type TelemetryInit } from './telemetry/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
@@ -56,6 +58,9 @@ export class Sidecar {
   private admin?: AdminServer;
   private readonly wal?: WalParts;
   readonly telemetry: Telemetry;
+  /** Certificates in use, each re-read every second and swapped in for new handshakes when changed. */
+  readonly tlsMaterials: TlsMaterial[] = [];
+  readonly saslHandshake = new SaslHandshakeFilter();
 
   constructor(
     readonly config: SidecarConfig,
@@ -70,8 +75,25 @@ export class Sidecar {
       log,
       ...(observer ? { observer } : {}),
     };
-    const filters: FrameFilter[] = [new ApiVersionsFilter()];
-    if (config.wal) this.wal = createWalParts(config, log);
+    const filters: FrameFilter[] = [new ApiVersionsFilter(), this.saslHandshake];
+    const material = (files: TlsFiles, name: string, flagPrefix: string) => {
+      try {
+        const loaded = new TlsMaterial(files, { name, log });
+        this.tlsMaterials.push(loaded);
+        return loaded;
+      } catch (error) {
+        // Validated at parse time; the files changed in between.
+        if (error instanceof TlsFileError)
+          throw new SidecarConfigError(`${flagPrefix}-${error.role}`, error.message);
+        throw error;
+      }
+    };
+    const metadataTls = config.wal?.metadata.tls;
+    const metadataMaterial =
+      metadataTls && Object.keys(metadataTls.files).length > 0
+        ? material(metadataTls.files, 'metadata client', 'metadata-tls')
+        : undefined;
+    if (config.wal) this.wal = createWalParts(config, log, metadataMaterial);
     this.listeners.push(
       new ProxyListener({
         ...common,
@@ -80,6 +102,14 @@ export class Sidecar {
         upstream: config.clientUpstream,
         // Only the client ingress sees Produce; followers only fetch.
         filters: this.wal ? [...filters, this.wal.produceFilter] : filters,
+        ...(config.clientTls
+          ? {
+              tls: {
+                material: material(config.clientTls.files, 'client ingress', 'client-tls'),
+                clientAuth: config.clientTls.clientAuth,
+              },
+            }
+          : {}),
       }),
     );
     if (config.replicationListen && config.replicationUpstream) {
@@ -90,9 +120,19 @@ export class Sidecar {
           listen: config.replicationListen,
           upstream: config.replicationUpstream,
           filters: this.wal ? [...filters, this.wal.fetchStrip] : filters,
+          ...(config.replicationTls
+            ? {
+                tls: {
+                  material: material(config.replicationTls.files, 'replication ingress', 'replication-tls'),
+                  clientAuth: config.replicationTls.clientAuth,
+                },
+              }
+            : {}),
         }),
       );
     }
+    const peerTls = config.peerTls;
+    const peerMaterial = peerTls ? material(peerTls.files, 'peer client', 'peer-tls') : undefined;
     for (const id of config.egressBrokerIds) {
       this.listeners.push(
         new ProxyListener({
@@ -101,6 +141,17 @@ export class Sidecar {
           listen: { host: config.egressListenHost, port: config.egressListenBase! + id },
           upstream: peerAddress(config, id),
           filters: this.wal ? [...filters, this.wal.fetchFill] : filters,
+          ...(peerTls && peerMaterial
+            ? {
+                upstreamTls: {
+                  material: peerMaterial,
+                  verifyHostname: peerTls.verifyHostname,
+                  ...(peerTls.serverName !== undefined
+                    ? { serverName: peerTls.serverName.replaceAll('{id}', String(id)) }
+                    : {}),
+                },
+              }
+            : {}),
         }),
       );
     }
@@ -175,6 +226,7 @@ export class Sidecar {
       await this.wal.topicNames.start();
       this.wal.publisher.start();
     }
+    for (const material of this.tlsMaterials) material.start();
     try {
       for (const listener of this.listeners) await listener.start();
       await this.admin?.start();
@@ -198,12 +250,13 @@ export class Sidecar {
       await this.wal.store.close().catch(() => undefined);
     }
     await this.admin?.stop().catch(() => undefined);
+    for (const material of this.tlsMaterials) material.stop();
     await this.telemetry.stop();
     this.log.info({ forcedClosed: forced.reduce((a, b) => a + b, 0) }, 'sidecar stopped');
   }
 }
 
-function createWalParts(config: SidecarConfig, log: Logger): WalParts {
+function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: TlsMaterial): WalParts {
   const wal = config.wal!;
   let store: ObjectStore;
   try {
@@ -222,8 +275,25 @@ function createWalParts(config: SidecarConfig, log: Logger): WalParts {
     // The store URL carries the prefix (s3://bucket/prefix, file:///dir): one place to set it.
     keyPrefix: '',
   });
-  const topicNames = new TopicNames(config.clientUpstream, log);
+  const { sasl, tls } = wal.metadata;
+  // Topic ids come from the local broker's loopback listener, the one the client ingress forwards
+  // to: it speaks no TLS (the sidecar terminates it), but is SASL_PLAINTEXT on a SASL cluster.
+  const topicNames = new TopicNames(config.clientUpstream, log, sasl ? { sasl } : {});
   const publisher = new WalMetadataPublisher({
+    ...(sasl ? { sasl } : {}),
+    // kafkajs copies these options into tls.connect at every connect, so the getter hands out
+    // the material's current (possibly reloaded) context.
+    ...(tls
+      ? {
+          tls: metadataMaterial
+            ? {
+                get secureContext() {
+                  return metadataMaterial.secureContext;
+                },
+              }
+            : (true as const),
+        }
+      : {}),
     bootstrap: wal.metadata.bootstrap,
     brokerId: config.brokerId,
     topic: wal.metadata.topic,

@@ -1,5 +1,10 @@
 import type { Argv } from 'yargs';
 import type { ObjectStoreOptions } from '../store/index.js';
+import {
+  isDirectoryBucket,
+  S3_SERVER_SIDE_ENCRYPTIONS,
+  type S3ServerSideEncryption,
+} from '../store/s3-store.js';
 
 /** How flag parsers collect errors: one line per bad setting, named by flag. */
 export interface FlagErrorSink {
@@ -65,4 +70,56 @@ export function parseS3Flags(raw: Record<string, unknown>, errors: FlagErrorSink
   const noSession = bool(raw, 's3-disable-express-session-auth', errors);
   if (noSession !== undefined) options.disableS3ExpressSessionAuth = noSession;
   return options;
+}
+
+/**
+ * Server-side encryption of the objects the sidecar writes. Only `walproxy sidecar` writes WAL
+ * objects, so only it has these flags; reads need no header (S3 decrypts with the object's key,
+ * given kms:Decrypt for SSE-KMS).
+ */
+export function s3EncryptionFlagOptions<T>(yargs: Argv<T>): Argv<T> {
+  return yargs
+    .option('s3-sse', {
+      type: 'string',
+      describe:
+        "server-side encryption of WAL objects: none (the bucket's default encryption), AES256 (SSE-S3) or aws:kms (SSE-KMS)",
+      default: 'none',
+    })
+    .option('s3-sse-kms-key-id', {
+      type: 'string',
+      describe:
+        'with --s3-sse=aws:kms: KMS key id, key ARN or alias ARN (default: the AWS managed key aws/s3; required for directory buckets)',
+    });
+}
+
+export function parseS3EncryptionFlags(
+  raw: Record<string, unknown>,
+  errors: FlagErrorSink,
+  storeUrl: string,
+): Pick<ObjectStoreOptions, 'serverSideEncryption' | 'sseKmsKeyId'> {
+  const sse = present(raw['s3-sse']) ? lastText(raw['s3-sse']) : 'none';
+  const keyId = present(raw['s3-sse-kms-key-id']) ? lastText(raw['s3-sse-kms-key-id']) : undefined;
+  if (sse !== 'none' && !(S3_SERVER_SIDE_ENCRYPTIONS as readonly string[]).includes(sse)) {
+    errors.add('s3-sse', `'${sse}' is not none, AES256 or aws:kms`);
+    return {};
+  }
+  if (keyId !== undefined && sse !== 'aws:kms') {
+    errors.add('s3-sse-kms-key-id', 'is used only with --s3-sse=aws:kms');
+    return {};
+  }
+  if (sse === 'none') return {};
+  const bucket = /^s3:\/\/([^/]+)/.exec(storeUrl)?.[1];
+  if (sse === 'aws:kms' && keyId === undefined && bucket !== undefined) {
+    if (isDirectoryBucket(bucket)) {
+      errors.add(
+        's3-sse-kms-key-id',
+        `is required with --s3-sse=aws:kms on directory bucket ${bucket}: S3 Express One Zone takes only the key of the bucket's default encryption, named explicitly`,
+      );
+      return {};
+    }
+  }
+  return {
+    serverSideEncryption: sse as S3ServerSideEncryption,
+    ...(keyId !== undefined ? { sseKmsKeyId: keyId } : {}),
+  };
 }

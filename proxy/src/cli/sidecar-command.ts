@@ -5,7 +5,8 @@ import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
 import { createLogger } from '../log.js';
 import { Sidecar, SidecarConfigError } from '../sidecar.js';
 import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../telemetry/options.js';
-import { s3FlagOptions } from './s3-flags.js';
+import { s3EncryptionFlagOptions, s3FlagOptions } from './s3-flags.js';
+import { securityFlagOptions } from './security-flags.js';
 
 export const EXIT_CONFIG_ERROR = 2;
 
@@ -29,7 +30,7 @@ export function readConfigFile(path: string): Record<string, unknown> {
 }
 
 export function sidecarOptions(yargs: Argv): Argv {
-  return s3FlagOptions(yargs)
+  const options = s3EncryptionFlagOptions(s3FlagOptions(yargs))
     .config(
       'config',
       'YAML (or JSON) file of settings keyed by flag name; flags and WALPROXY_* variables win over it',
@@ -220,6 +221,7 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'fatal, error, warn, info, debug, trace or silent',
       default: SIDECAR_DEFAULTS['log-level'],
     });
+  return securityFlagOptions(options);
 }
 
 export async function runSidecar(argv: Record<string, unknown>): Promise<void> {

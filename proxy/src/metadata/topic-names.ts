@@ -2,6 +2,15 @@ import { ApiKey, decodeMetadataResponse, encodeMetadataRequest, topicNamesById }
 import type { Logger } from '../log.js';
 import type { HostPort } from '../net/proxy-listener.js';
 import { brokerRequest } from './broker-request.js';
+import type { SaslCredentials } from './sasl-client.js';
+
+export interface TopicNamesOptions {
+  refreshIntervalMs?: number;
+  /** An unknown id triggers a refresh at most this often. */
+  minRefreshGapMs?: number;
+  /** Credentials when the broker's listener is SASL_PLAINTEXT (--metadata-sasl-*). */
+  sasl?: SaslCredentials;
+}
 
 /** Metadata v12: topic ids in the response (v10+), flexible, and known to every 3.x/4.x broker. */
 const METADATA_VERSION = 12;
@@ -17,12 +26,17 @@ export class TopicNames {
   private refreshing?: Promise<void>;
   private lastRefreshMs = 0;
 
+  private readonly refreshIntervalMs: number;
+  private readonly minRefreshGapMs: number;
+
   constructor(
     private readonly broker: HostPort,
     private readonly log: Logger,
-    private readonly refreshIntervalMs = 30_000,
-    private readonly minRefreshGapMs = 1_000,
-  ) {}
+    private readonly options: TopicNamesOptions = {},
+  ) {
+    this.refreshIntervalMs = options.refreshIntervalMs ?? 30_000;
+    this.minRefreshGapMs = options.minRefreshGapMs ?? 1_000;
+  }
 
   async start(): Promise<void> {
     await this.refresh().catch((error: Error) =>
@@ -76,6 +90,7 @@ export class TopicNames {
             { topics: null, allowAutoTopicCreation: false, includeTopicAuthorizedOperations: false },
             METADATA_VERSION,
           ),
+          this.options.sasl ? { sasl: this.options.sasl } : {},
         );
         this.names = topicNamesById(decodeMetadataResponse(body, METADATA_VERSION));
       } finally {

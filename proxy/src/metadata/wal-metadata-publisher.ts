@@ -1,5 +1,14 @@
-import { CompressionTypes, Kafka, logLevel, type Producer } from 'kafkajs';
+import type { ConnectionOptions } from 'node:tls';
+import {
+  CompressionTypes,
+  Kafka,
+  type KafkaConfig,
+  logLevel,
+  type Producer,
+  type SASLOptions,
+} from 'kafkajs';
 import type { Logger } from '../log.js';
+import type { SaslCredentials } from './sasl-client.js';
 
 export const WAL_METADATA_TOPIC = '__remote_wal_log_metadata';
 
@@ -56,7 +65,28 @@ export interface WalMetadataPublisherOptions {
   flushIntervalMs?: number;
   /** Pieces waiting to be sent; past it new pieces are dropped, counted and logged. */
   maxQueued?: number;
+  /** SASL credentials of the sidecar's own client (--metadata-sasl-*). */
+  sasl?: SaslCredentials;
+  /**
+   * TLS to the brokers (--metadata-tls): options for tls.connect, read at every connect (a getter
+   * may hand out a reloaded secure context), or true for Node's default CAs.
+   */
+  tls?: ConnectionOptions | true;
   log: Logger;
+}
+
+/** kafkajs names the mechanisms in lower case. */
+function kafkajsSasl(credentials: SaslCredentials): SASLOptions {
+  const { username } = credentials;
+  const password = credentials.password.reveal();
+  switch (credentials.mechanism) {
+    case 'PLAIN':
+      return { mechanism: 'plain', username, password };
+    case 'SCRAM-SHA-256':
+      return { mechanism: 'scram-sha-256', username, password };
+    case 'SCRAM-SHA-512':
+      return { mechanism: 'scram-sha-512', username, password };
+  }
 }
 
 /**
@@ -79,12 +109,15 @@ export class WalMetadataPublisher {
 
   constructor(private readonly options: WalMetadataPublisherOptions) {
     this.topic = options.topic ?? WAL_METADATA_TOPIC;
-    this.kafka = new Kafka({
+    const config: KafkaConfig = {
       clientId: `walproxy-${options.brokerId}-metadata`,
       brokers: options.bootstrap,
       logLevel: logLevel.NOTHING,
       retry: { retries: 5, initialRetryTime: 200 },
-    });
+    };
+    if (options.sasl) config.sasl = kafkajsSasl(options.sasl);
+    if (options.tls) config.ssl = options.tls;
+    this.kafka = new Kafka(config);
   }
 
   get queued(): number {

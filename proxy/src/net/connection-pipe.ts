@@ -8,13 +8,13 @@ import {
   FrameTooLargeError,
   InvalidFrameSizeError,
 } from './frame-decoder.js';
-import type { FrameFilter, FrameObserver, RequestInfo } from './frame-filter.js';
+import type { FilterConnection, FrameFilter, FrameObserver, RequestInfo } from './frame-filter.js';
 
 const PRODUCE = 0;
-/** Request header v1 at least: api key, version, correlation id, client id length. */
-const MIN_REQUEST_FRAME = 10;
-/** Response header v0: the correlation id. */
-const MIN_RESPONSE_FRAME = 4;
+/** Smallest request after the size prefix: header v1's api key, version, correlation id, client id length. */
+const MIN_REQUEST_BYTES = 10;
+/** Smallest response after the size prefix: header v0's correlation id. */
+const MIN_RESPONSE_BYTES = 4;
 
 export interface PipeOptions {
   maxFrameBytes: number;
@@ -55,20 +55,19 @@ export class ConnectionPipe {
   private closed = false;
   private draining = false;
   private readonly onClosed: Array<() => void> = [];
+  private readonly filterConnection: FilterConnection;
 
   constructor(
     private readonly downstream: net.Socket,
     private readonly upstream: net.Socket,
     private readonly options: PipeOptions,
   ) {
-    this.requestDecoder = new FrameDecoder(
-      options.maxFrameBytes,
-      MIN_REQUEST_FRAME - FRAME_SIZE_PREFIX_BYTES,
-    );
-    this.responseDecoder = new FrameDecoder(
-      options.maxFrameBytes,
-      MIN_RESPONSE_FRAME - FRAME_SIZE_PREFIX_BYTES,
-    );
+    // The decoders' minimum is the size field's value, which excludes the prefix. A response too
+    // short for a correlation id (a raw SASL token, say) is then a protocol error that closes
+    // this connection, never an exception that escapes the data handler.
+    this.requestDecoder = new FrameDecoder(options.maxFrameBytes, MIN_REQUEST_BYTES);
+    this.responseDecoder = new FrameDecoder(options.maxFrameBytes, MIN_RESPONSE_BYTES);
+    this.filterConnection = { log: options.log };
     for (const filter of options.filters) for (const key of filter.apiKeys) this.filterByKey.set(key, filter);
 
     downstream.on('data', (chunk: Buffer) => this.onDownstreamData(chunk));
@@ -171,7 +170,7 @@ export class ConnectionPipe {
       const name = `${apiKeyInfo(key.apiKey)?.name ?? `key-${key.apiKey}`} v${key.apiVersion}`;
       requests[name] = (requests[name] ?? 0) + 1;
       const filter = this.filterByKey.get(key.apiKey);
-      const decision = filter?.onRequest?.(info, frame) ?? {
+      const decision = filter?.onRequest?.(info, frame, this.filterConnection) ?? {
         action: 'forward' as const,
         frame,
         // KIP-98/Kroxylicious: acks=0 Produce has no response; waiting for one would stall the connection.

@@ -12,6 +12,8 @@ export interface ListenerCounters {
   bytesToUpstream: number;
   closedForProtocolError: number;
   upstreamConnectFailures: number;
+  /** TLS listeners: handshakes refused (no or bad client certificate, protocol mismatch). */
+  tlsHandshakeFailures: number;
 }
 
 export function newListenerCounters(): ListenerCounters {
@@ -25,5 +27,6 @@ export function newListenerCounters(): ListenerCounters {
     bytesToUpstream: 0,
     closedForProtocolError: 0,
     upstreamConnectFailures: 0,
+    tlsHandshakeFailures: 0,
   };
 }

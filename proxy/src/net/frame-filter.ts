@@ -1,3 +1,5 @@
+import type { Logger } from '../log.js';
+
 /** What the pipe knows of every request: enough to pair it with its response. */
 export interface RequestInfo {
   readonly apiKey: number;
@@ -16,13 +18,19 @@ export type RequestDecision =
   | { readonly action: 'forward'; readonly frame: Buffer; readonly expectResponse: boolean }
   | { readonly action: 'respond'; readonly response: Buffer };
 
+/** The connection a frame belongs to, for filters that must say something about it. */
+export interface FilterConnection {
+  /** The connection's logger: carries the listener name and the downstream peer address. */
+  readonly log: Logger;
+}
+
 /**
  * A filter claims some API keys; frames of every other key pass through opaque (never decoded,
  * never re-encoded). Frames are whole, size prefix included.
  */
 export interface FrameFilter {
   readonly apiKeys: ReadonlySet<number>;
-  onRequest?(info: RequestInfo, frame: Buffer): RequestDecision;
+  onRequest?(info: RequestInfo, frame: Buffer, connection: FilterConnection): RequestDecision;
   /** May return a promise (a response held until something is durable); order is kept anyway. */
   onResponse?(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer>;
 }

@@ -1,8 +1,15 @@
 import net from 'node:net';
+import tls from 'node:tls';
 import type { Logger } from '../log.js';
 import { ConnectionPipe } from './connection-pipe.js';
 import { type ListenerCounters, newListenerCounters } from './counters.js';
 import type { FrameFilter, FrameObserver } from './frame-filter.js';
+import {
+  type ClientAuth,
+  clientCertificateRefusal,
+  describeCertificate,
+  type TlsMaterial,
+} from './tls-material.js';
 
 export interface HostPort {
   host: string;
@@ -19,24 +26,96 @@ export interface ProxyListenerOptions {
   filters: readonly FrameFilter[];
   observer?: FrameObserver;
   log: Logger;
-  /** How long to wait for the upstream TCP connection. */
+  /** How long to wait for the upstream connection (TCP, and the TLS handshake with upstreamTls). */
   connectTimeoutMs?: number;
+  /** TLS termination: downstream connections are TLS, decrypted here (client and replication ingress). */
+  tls?: ListenerTls;
+  /** TLS to the upstream: the egress dials a peer sidecar's replication ingress over mutual TLS. */
+  upstreamTls?: UpstreamTls;
 }
+
+export interface ListenerTls {
+  material: TlsMaterial;
+  clientAuth: ClientAuth;
+  /** How long a client may take to finish the handshake; default 10 s. */
+  handshakeTimeoutMs?: number;
+}
+
+export interface UpstreamTls {
+  /** The client certificate (optional) and the CA that must have signed the upstream's certificate. */
+  material: TlsMaterial;
+  /** The name sent as SNI and checked against the upstream's certificate; default: the upstream host. */
+  serverName?: string;
+  /** false: the upstream's certificate is checked against the CA only, not against a name. */
+  verifyHostname: boolean;
+}
+
+/** Handshake failures that are a client going away, not a refusal worth a warning (TCP probes do this). */
+const QUIET_TLS_ERRORS = new Set(['ECONNRESET', 'EPIPE', 'ERR_TLS_HANDSHAKE_TIMEOUT']);
 
 /**
  * Accepts downstream connections and pairs each with a new upstream connection. Reading from the
  * downstream socket starts only once the upstream is connected, so nothing is buffered for a
  * broker that is not there; if the upstream cannot be reached the downstream is closed.
+ *
+ * With `tls`, a connection is paired once its handshake is done ('secureConnection'); a
+ * tls.TLSSocket is a net.Socket, so the pipe is the same. Certificates reloaded by the TlsMaterial
+ * apply to new handshakes only (server.setSecureContext); established connections are untouched.
  */
 export class ProxyListener {
   readonly counters: ListenerCounters = newListenerCounters();
   private readonly server: net.Server;
   private readonly pipes = new Set<ConnectionPipe>();
   private readonly log: Logger;
+  private readonly stopReloads?: () => void;
 
   constructor(readonly options: ProxyListenerOptions) {
     this.log = options.log.child({ listener: options.name });
-    this.server = net.createServer({ pauseOnConnect: true, noDelay: true }, (socket) => this.accept(socket));
+    const serverTls = options.tls;
+    if (serverTls) {
+      const { material, clientAuth } = serverTls;
+      const server = tls.createServer({
+        ...secureContextOptions(material),
+        // Verification is decided in 'secureConnection' (clientCertificateRefusal) so that a
+        // refusal can be logged with the peer's address and the reason.
+        requestCert: clientAuth !== 'none',
+        rejectUnauthorized: false,
+        handshakeTimeout: serverTls.handshakeTimeoutMs ?? 10_000,
+        noDelay: true,
+      });
+      server.on('secureConnection', (socket: tls.TLSSocket) => {
+        // Nothing is read until the upstream is connected, as with pauseOnConnect below.
+        socket.pause();
+        const refusal = clientCertificateRefusal(socket, clientAuth);
+        if (refusal !== undefined) {
+          this.tlsRefused(`${socket.remoteAddress}:${socket.remotePort}`, refusal);
+          socket.destroy();
+          return;
+        }
+        this.accept(socket);
+      });
+      server.on('tlsClientError', (error: NodeJS.ErrnoException, socket: tls.TLSSocket) => {
+        const peer = `${socket.remoteAddress}:${socket.remotePort}`;
+        if (QUIET_TLS_ERRORS.has(error.code ?? '')) {
+          this.log.debug({ peer, error: error.message }, 'TLS handshake abandoned by the client');
+          return;
+        }
+        this.tlsRefused(peer, opensslReason(error));
+      });
+      this.stopReloads = material.onReload((snapshot) =>
+        server.setSecureContext(secureContextOptions(snapshot)),
+      );
+      this.server = server;
+    } else {
+      this.server = net.createServer({ pauseOnConnect: true, noDelay: true }, (socket) =>
+        this.accept(socket),
+      );
+    }
+  }
+
+  private tlsRefused(peer: string, reason: string): void {
+    this.counters.tlsHandshakeFailures++;
+    this.log.warn({ peer, reason }, `TLS client refused: ${reason}`);
   }
 
   async start(): Promise<void> {
@@ -49,8 +128,16 @@ export class ProxyListener {
       });
     });
     this.server.on('error', (error) => this.log.error({ error: error.message }, 'listener error'));
+    const { tls: serverTls, upstreamTls } = this.options;
     this.log.info(
-      { listen: `${host}:${port}`, upstream: `${this.options.upstream.host}:${this.options.upstream.port}` },
+      {
+        listen: `${host}:${port}`,
+        upstream: `${this.options.upstream.host}:${this.options.upstream.port}`,
+        ...(serverTls
+          ? { tls: { clientAuth: serverTls.clientAuth, ...describeCertificate(serverTls.material.snapshot) } }
+          : {}),
+        ...(upstreamTls ? { upstreamTls: { verifyHostname: upstreamTls.verifyHostname } } : {}),
+      },
       'listening',
     );
   }
@@ -65,18 +152,29 @@ export class ProxyListener {
     counters.connectionsAccepted++;
     const peer = `${downstream.remoteAddress}:${downstream.remotePort}`;
     const log = this.log.child({ peer });
-    const upstream = net.connect({ ...this.options.upstream, noDelay: true });
+    const upstream = this.connectUpstream();
     upstream.setTimeout(this.options.connectTimeoutMs ?? 10_000);
+    let tcpConnected = false;
+    upstream.once('connect', () => {
+      tcpConnected = true;
+    });
     const onConnectFailure = (error: Error) => {
       counters.upstreamConnectFailures++;
-      log.warn({ error: error.message }, 'upstream unreachable; closing downstream connection');
+      if (tcpConnected && this.options.upstreamTls) {
+        log.warn(
+          { upstream: `${this.options.upstream.host}:${this.options.upstream.port}`, reason: error.message },
+          `upstream TLS handshake failed: ${error.message}; closing downstream connection`,
+        );
+      } else {
+        log.warn({ error: error.message }, 'upstream unreachable; closing downstream connection');
+      }
       upstream.destroy();
       downstream.destroy();
     };
     upstream.once('error', onConnectFailure);
     upstream.once('timeout', () => onConnectFailure(new Error('connect timeout')));
     downstream.once('error', () => upstream.destroy());
-    upstream.once('connect', () => {
+    upstream.once(this.options.upstreamTls ? 'secureConnect' : 'connect', () => {
       upstream.off('error', onConnectFailure);
       upstream.setTimeout(0);
       const pipe = new ConnectionPipe(downstream, upstream, {
@@ -98,8 +196,26 @@ export class ProxyListener {
     });
   }
 
+  private connectUpstream(): net.Socket {
+    const { upstream, upstreamTls } = this.options;
+    if (!upstreamTls) return net.connect({ ...upstream, noDelay: true });
+    const name = upstreamTls.serverName ?? upstream.host;
+    const socket = tls.connect({
+      host: upstream.host,
+      port: upstream.port,
+      secureContext: upstreamTls.material.secureContext,
+      // RFC 6066: SNI carries DNS names only; an IP address is still checked against IP SANs.
+      ...(net.isIP(name) === 0 ? { servername: name } : {}),
+      checkServerIdentity: upstreamTls.verifyHostname
+        ? (_host, certificate) => tls.checkServerIdentity(name, certificate)
+        : () => undefined,
+    });
+    return socket.setNoDelay(true);
+  }
+
   /** Stops accepting new connections (established ones keep working). */
   stopAccepting(): Promise<void> {
+    this.stopReloads?.();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
@@ -130,4 +246,15 @@ export class ProxyListener {
     await stopped;
     return forced;
   }
+}
+
+function secureContextOptions(material: TlsMaterial | TlsMaterial['snapshot']): tls.SecureContextOptions {
+  const { cert, key, ca } = 'snapshot' in material ? material.snapshot : material;
+  return { ...(cert ? { cert } : {}), ...(key ? { key } : {}), ...(ca ? { ca } : {}) };
+}
+
+/** OpenSSL's reason without its location prefix: `…:SSL routines:…:wrong version number:…` → `wrong version number`. */
+function opensslReason(error: Error): string {
+  const match = /SSL routines:[^:]*:([^:]+)/.exec(error.message);
+  return match ? match[1]! : error.message.trim();
 }

@@ -48,7 +48,18 @@ export interface S3StoreOptions {
   requestTimeoutMs?: number;
   /** Milliseconds to establish a connection. */
   connectionTimeoutMs?: number;
+  /**
+   * Server-side encryption requested on every PutObject: `AES256` (SSE-S3) or `aws:kms` (SSE-KMS).
+   * Unset: no header, the bucket's default encryption applies. Directory buckets accept only
+   * headers that match their default encryption.
+   */
+  serverSideEncryption?: S3ServerSideEncryption;
+  /** With `aws:kms`: the KMS key (id, ARN or alias ARN); unset, S3 uses the AWS managed key aws/s3. */
+  sseKmsKeyId?: string;
 }
+
+export const S3_SERVER_SIDE_ENCRYPTIONS = ['AES256', 'aws:kms'] as const;
+export type S3ServerSideEncryption = (typeof S3_SERVER_SIDE_ENCRYPTIONS)[number];
 
 /** S3 Express One Zone directory buckets are named `base--zoneid--x-s3`. */
 export function isDirectoryBucket(bucket: string): boolean {
@@ -72,12 +83,19 @@ export class S3ObjectStore implements ObjectStore {
   readonly #client: S3Client;
   readonly #conditionalPut: boolean;
   readonly #target: string;
+  readonly #encryption: { ServerSideEncryption?: S3ServerSideEncryption; SSEKMSKeyId?: string };
 
   constructor(url: string, bucket: string, keyPrefix: string, options: S3StoreOptions = {}) {
     this.url = url;
     this.bucket = bucket;
     this.keyPrefix = keyPrefix;
     this.#conditionalPut = options.conditionalPut ?? true;
+    this.#encryption = {
+      ...(options.serverSideEncryption ? { ServerSideEncryption: options.serverSideEncryption } : {}),
+      ...(options.serverSideEncryption === 'aws:kms' && options.sseKmsKeyId
+        ? { SSEKMSKeyId: options.sseKmsKeyId }
+        : {}),
+    };
     this.#target =
       options.endpoint ?? `AWS${options.region === undefined ? '' : ` region ${options.region}`}`;
     const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 64 };
@@ -127,6 +145,7 @@ export class S3ObjectStore implements ObjectStore {
           Body: bytes,
           ContentLength: bytes.length,
           ...(this.#conditionalPut ? { IfNoneMatch: '*' } : {}),
+          ...this.#encryption,
         }),
       );
     } catch (err) {

@@ -157,6 +157,12 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     perListener((c) => c.upstreamConnectFailures),
   );
   counter(
+    'walproxy.listener.tls_handshake_failures',
+    '{connection}',
+    'TLS handshakes refused (no or bad client certificate, protocol mismatch), by listener',
+    perListener((c) => c.tlsHandshakeFailures),
+  );
+  counter(
     'walproxy.listener.bytes',
     'By',
     'Bytes through a listener, by direction (from/to downstream/upstream; to_* after filters)',

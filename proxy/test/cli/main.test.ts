@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { issueCert, makeCa, removeDir, tempDir } from '../support/certs.js';
 
 // The built CLI, exactly as operators run it (`make test-unit` builds first).
 const MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -75,6 +76,32 @@ describe('walproxy CLI', () => {
     ]);
   });
 
+  it('exits 2 with one line per bad TLS or SASL setting, before opening a port', async () => {
+    const dir = tempDir();
+    try {
+      const ca = makeCa(dir);
+      const server = issueCert(ca, { cn: 'server' });
+      const other = issueCert(ca, { cn: 'other' });
+      const { code, stderr, stdout } = await run([
+        'sidecar',
+        '--broker-id=1',
+        '--client-listen=127.0.0.1:1',
+        '--client-upstream=127.0.0.1:2',
+        `--client-tls-cert=${server.certPath}`,
+        `--client-tls-key=${other.keyPath}`,
+        '--metadata-sasl-mechanism=GSSAPI',
+      ]);
+      expect(code).toBe(2);
+      expect(stdout).toBe('');
+      expect(stderr.trim().split('\n')).toEqual([
+        `walproxy sidecar: --client-tls-key: the key in ${other.keyPath} does not match the certificate in ${server.certPath}`,
+        "walproxy sidecar: --metadata-sasl-mechanism: 'GSSAPI' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+      ]);
+    } finally {
+      removeDir(dir);
+    }
+  });
+
   it('exits 2 on an unknown flag', async () => {
     const { code, stderr } = await run(['sidecar', '--brokr-id', '1']);
     expect(code).toBe(2);
@@ -129,6 +156,31 @@ describe('walproxy sidecar --config', () => {
         WALPROXY_LOG_LEVEL: 'from-env',
       });
       expect(fromFlag.stderr).toContain("--log-level: 'from-flag' is not one of");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('takes the security settings from the file, variables and flags alike, in the same order', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-config-'));
+    const file = path.join(dir, 'walproxy.yaml');
+    writeFileSync(
+      file,
+      [
+        'broker-id: 7',
+        'client-listen: 127.0.0.1:1',
+        'client-upstream: 127.0.0.1:9',
+        'metadata-sasl-mechanism: FILE',
+      ].join('\n'),
+    );
+    try {
+      const fromFile = await run(['sidecar', `--config=${file}`]);
+      expect(fromFile.stderr).toContain("--metadata-sasl-mechanism: 'FILE' is not one of");
+      const env = { WALPROXY_METADATA_SASL_MECHANISM: 'ENV' };
+      expect((await run(['sidecar', `--config=${file}`], env)).stderr).toContain("'ENV' is not one of");
+      const fromFlag = await run(['sidecar', `--config=${file}`, '--metadata-sasl-mechanism=FLAG'], env);
+      expect(fromFlag.code).toBe(2);
+      expect(fromFlag.stderr).toContain("'FLAG' is not one of");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -111,6 +111,14 @@ low bits are zero), as Kafka's Uuid.fromString expects.
 {{- range $key, $_ := .Values.controllers.config -}}
 {{- if has $key $reserved -}}{{- fail (printf "controllers.config.%s is set by the chart; remove it" $key) -}}{{- end -}}
 {{- end -}}
+{{- $w := .Values.walproxy -}}
+{{- if not (has $w.wal.sse (list "none" "AES256" "aws:kms")) -}}{{- fail (printf "walproxy.wal.sse must be none, AES256 or aws:kms, not %q" $w.wal.sse) -}}{{- end -}}
+{{- if and $w.wal.sseKmsKeyId (ne $w.wal.sse "aws:kms") -}}{{- fail "walproxy.wal.sseKmsKeyId needs walproxy.wal.sse=aws:kms" -}}{{- end -}}
+{{- range $name, $t := $w.tls -}}
+{{- if not (has $t.clientAuth (list "none" "requested" "required")) -}}{{- fail (printf "walproxy.tls.%s.clientAuth must be none, requested or required" $name) -}}{{- end -}}
+{{- end -}}
+{{- if and $w.sasl.mechanism (not (has $w.sasl.mechanism (list "PLAIN" "SCRAM-SHA-256" "SCRAM-SHA-512"))) -}}{{- fail "walproxy.sasl.mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512" -}}{{- end -}}
+{{- if and $w.sasl.mechanism (or (not $w.sasl.username) (not $w.sasl.passwordSecret.name)) -}}{{- fail "walproxy.sasl.mechanism needs walproxy.sasl.username and walproxy.sasl.passwordSecret.name" -}}{{- end -}}
 {{- if lt (int .Values.brokers.replicas) 1 -}}{{- fail "brokers.replicas must be at least 1" -}}{{- end -}}
 {{- if lt (int .Values.controllers.replicas) 1 -}}{{- fail "controllers.replicas must be at least 1" -}}{{- end -}}
 {{- if lt (int .Values.controllers.nodeIdBase) (int .Values.brokers.replicas) -}}

@@ -31,10 +31,47 @@ args:
   {{- if $w.wal.s3Region }}
   - --s3-region={{ $w.wal.s3Region }}
   {{- end }}
+  {{- if and $w.wal.sse (ne $w.wal.sse "none") }}
+  - --s3-sse={{ $w.wal.sse }}
+  {{- end }}
+  {{- if $w.wal.sseKmsKeyId }}
+  - --s3-sse-kms-key-id={{ $w.wal.sseKmsKeyId }}
+  {{- end }}
   {{- /* A follower reads a reference from the leader's zone's store: allow every zone's. */}}
   {{- range $zone, $url := $w.wal.storeUrlByZone }}
   - --wal-read-store-url={{ $url }}
   {{- end }}
+  {{- /* The sidecar's own Kafka client (metadata topic, topic-id lookups). */}}
+  {{- if $w.sasl.mechanism }}
+  - --metadata-sasl-mechanism={{ $w.sasl.mechanism }}
+  - --metadata-sasl-username={{ $w.sasl.username }}
+  - --metadata-sasl-password-file=/var/run/secrets/walproxy/sasl/password
+  {{- end }}
+  {{- if $w.tls.client.secretName }}
+  {{- /* Brokers advertise the client ingresses, so that client dials them over TLS, by name. */}}
+  - --metadata-bootstrap=$(POD_NAME).{{ include "walproxy.brokerHeadless" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}:{{ $w.ports.client }}
+  - --metadata-tls-ca=/var/run/secrets/walproxy/client-tls/ca.crt
+  {{- if ne $w.tls.client.clientAuth "none" }}
+  - --metadata-tls-cert=/var/run/secrets/walproxy/client-tls/tls.crt
+  - --metadata-tls-key=/var/run/secrets/walproxy/client-tls/tls.key
+  {{- end }}
+  {{- end }}
+  {{- end }}
+  {{- if $w.tls.client.secretName }}
+  - --client-tls-cert=/var/run/secrets/walproxy/client-tls/tls.crt
+  - --client-tls-key=/var/run/secrets/walproxy/client-tls/tls.key
+  - --client-tls-client-auth={{ $w.tls.client.clientAuth }}
+  {{- if ne $w.tls.client.clientAuth "none" }}
+  - --client-tls-ca=/var/run/secrets/walproxy/client-tls/ca.crt
+  {{- end }}
+  {{- end }}
+  {{- if $w.tls.replication.secretName }}
+  {{- /* Mutual TLS both ways: the replication ingress checks peers, the egress presents the same certificate. */}}
+  - --replication-tls-cert=/var/run/secrets/walproxy/replication-tls/tls.crt
+  - --replication-tls-key=/var/run/secrets/walproxy/replication-tls/tls.key
+  - --replication-tls-ca=/var/run/secrets/walproxy/replication-tls/ca.crt
+  - --replication-tls-client-auth={{ $w.tls.replication.clientAuth }}
+  - --peer-tls-verify-hostname={{ $w.tls.replication.verifyHostname }}
   {{- end }}
   {{- range $w.extraArgs }}
   - {{ . | quote }}
@@ -73,4 +110,13 @@ securityContext:
 volumeMounts:
   - { name: config, mountPath: /etc/walproxy, readOnly: true }
   - { name: pod, mountPath: /var/run/walproxy, readOnly: true }
+  {{- if $w.tls.client.secretName }}
+  - { name: walproxy-client-tls, mountPath: /var/run/secrets/walproxy/client-tls, readOnly: true }
+  {{- end }}
+  {{- if $w.tls.replication.secretName }}
+  - { name: walproxy-replication-tls, mountPath: /var/run/secrets/walproxy/replication-tls, readOnly: true }
+  {{- end }}
+  {{- if $w.sasl.mechanism }}
+  - { name: walproxy-sasl, mountPath: /var/run/secrets/walproxy/sasl, readOnly: true }
+  {{- end }}
 {{- end }}
