@@ -1,7 +1,7 @@
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueCert, makeCa, removeDir, tempDir } from '../../proxy/test/support/certs.js';
+import { issueCert, makeCa, removeDir, tempDir } from '../../e2e/src/tls/certs.js';
 import {
   find,
   type K8sObject,

@@ -1,11 +1,18 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  issueCert,
+  makeCa,
+  removeDir,
+  type TestCa,
+  type TestCert,
+  tempDir,
+} from '../../e2e/src/tls/certs.js';
 import { parseSidecarConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { FrameDecoder } from '../src/net/frame-decoder.js';
 import { Sidecar } from '../src/sidecar.js';
-import { issueCert, makeCa, removeDir, type TestCa, type TestCert, tempDir } from './support/certs.js';
 
 // One sidecar wired from flags: TLS on the client ingress, mTLS on the replication ingress, and an
 // egress that dials that same replication ingress as its "peer" (broker 2 at 127.0.0.1), so the

@@ -21,6 +21,20 @@ function toolsLogConfig(): string {
 
 export type ToolResult = RunResult;
 
+let propertiesFiles = 0;
+
+/** Writes client properties to a fresh temporary `.properties` file and returns its path. */
+export function propertiesFile(kind: string, props: Record<string, string | number>): string {
+  const file = path.join(os.tmpdir(), `walproxy-${kind}-${process.pid}-${++propertiesFiles}.properties`);
+  writeFileSync(
+    file,
+    `${Object.entries(props)
+      .map(([k, v]) => `${k}=${v}`)
+      .join('\n')}\n`,
+  );
+  return file;
+}
+
 /**
  * Runs a Java main class from the resolved Kafka jars (the perf tools, kafka-topics, the log
  * dump tool), bounded by `timeoutMs`.
@@ -103,8 +117,10 @@ export async function producerPerf(opts: {
       String(opts.recordSize),
       '--throughput',
       String(opts.throughput ?? -1),
-      '--producer-props',
-      ...Object.entries(props).map(([k, v]) => `${k}=${v}`),
+      // A file, not --producer-props: that flag splits each pair on '=' and refuses values
+      // holding one (sasl.jaas.config does).
+      '--producer.config',
+      propertiesFile('producer', props),
     ],
     { timeoutMs: opts.timeoutMs ?? 300_000 },
   );
@@ -120,10 +136,14 @@ export async function consumerPerf(opts: {
   records: number;
   group?: string;
   timeoutMs?: number;
+  /** Consumer properties (e.g. security settings), passed as a `--consumer.config` file. */
+  props?: Record<string, string>;
 }): Promise<{ records: number; stdout: string }> {
+  const config = opts.props ? ['--consumer.config', propertiesFile('consumer', opts.props)] : [];
   const result = await runKafkaTool(
     'org.apache.kafka.tools.ConsumerPerformance',
     [
+      ...config,
       '--bootstrap-server',
       opts.bootstrap,
       '--topic',

@@ -13,10 +13,18 @@ export interface RunResult {
 export function runBounded(
   command: string,
   args: string[],
-  { input, timeoutMs, label = command }: { input?: string; timeoutMs: number; label?: string },
+  {
+    input,
+    timeoutMs,
+    label = command,
+    env,
+  }: { input?: string; timeoutMs: number; label?: string; env?: NodeJS.ProcessEnv },
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      ...(env ? { env } : {}),
+    });
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (d: Buffer) => {

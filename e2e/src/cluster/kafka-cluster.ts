@@ -32,6 +32,8 @@ export interface ClusterOptions {
   sidecarEnv?: Record<string, string>;
   /** Where to keep logs and data; a fresh temp dir by default. */
   workDir?: string;
+  /** Extra `kafka-storage format` arguments, e.g. `--add-scram` to create SCRAM users (KIP-900). */
+  formatArgs?: string[];
   /**
    * Run each broker pod (broker + sidecar), the controller and nothing else in the namespaces of
    * this zone network (e2e/src/net/zone-network.ts), as in Kubernetes: every pod has its own
@@ -287,7 +289,8 @@ export class KafkaCluster {
     };
     const clusterId = run(['random-uuid']);
     const files = ['controller.properties', ...BROKER_IDS.map((id) => `broker-${id}.properties`)];
-    for (const file of files) run(['format', '-t', clusterId, '-c', path.join(this.workDir, file)]);
+    const extra = this.options.formatArgs ?? [];
+    for (const file of files) run(['format', '-t', clusterId, '-c', path.join(this.workDir, file), ...extra]);
   }
 
   private async startController(): Promise<void> {

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { issueCert, makeCa, removeDir, tempDir } from '../support/certs.js';
+import { issueCert, makeCa, removeDir, tempDir } from '../../../e2e/src/tls/certs.js';
 
 // The built CLI, exactly as operators run it (`make test-unit` builds first).
 const MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));

@@ -1,8 +1,15 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  issueCert,
+  makeCa,
+  removeDir,
+  type TestCa,
+  type TestCert,
+  tempDir,
+} from '../../../e2e/src/tls/certs.js';
 import { parseSidecarConfig, type SidecarConfig } from '../../src/config.js';
-import { issueCert, makeCa, removeDir, type TestCa, type TestCert, tempDir } from '../support/certs.js';
 
 // TLS, SASL and object-store encryption settings of `walproxy sidecar`: every bad one is one line
 // naming its flag (the CLI prints them and exits 2, see main.test.ts).

@@ -3,11 +3,18 @@ import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  issueCert,
+  makeCa,
+  removeDir,
+  type TestCa,
+  type TestCert,
+  tempDir,
+} from '../../../e2e/src/tls/certs.js';
 import { createLogger } from '../../src/log.js';
 import { FrameDecoder } from '../../src/net/frame-decoder.js';
 import { type ListenerTls, ProxyListener, type UpstreamTls } from '../../src/net/proxy-listener.js';
 import { type ClientAuth, TlsMaterial } from '../../src/net/tls-material.js';
-import { issueCert, makeCa, removeDir, type TestCa, type TestCert, tempDir } from '../support/certs.js';
 
 // TLS termination on the ingress listeners and mutual TLS from the egress, against certificates
 // made by openssl at test time. The upstream is a plain echo server: what is under test is the

@@ -1,9 +1,16 @@
 import { copyFileSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  issueCert,
+  makeCa,
+  removeDir,
+  type TestCa,
+  type TestCert,
+  tempDir,
+} from '../../../e2e/src/tls/certs.js';
 import { createLogger } from '../../src/log.js';
 import { loadTlsMaterial, TlsFileError, TlsMaterial } from '../../src/net/tls-material.js';
-import { issueCert, makeCa, removeDir, type TestCa, type TestCert, tempDir } from '../support/certs.js';
 
 let dir: string;
 let ca: TestCa;

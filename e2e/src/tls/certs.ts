@@ -1,5 +1,5 @@
 // Test certificates, made at test time with the openssl CLI (never checked in, so none expires in
-// the repository). For unit tests here and for e2e scenarios that need TLS:
+// the repository). For the proxy's unit tests and the e2e scenarios that need TLS:
 //
 //   const dir = tempDir();                       // remove it with removeDir(dir) when done
 //   const ca = makeCa(dir);                      // a self-signed CA

@@ -1,0 +1,444 @@
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import tls from 'node:tls';
+import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
+import { createTopic, withAdmin } from '../src/clients/kafkajs.js';
+import { kcat } from '../src/clients/kcat.js';
+import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
+import { sidecarEntry } from '../src/cluster/paths.js';
+import {
+  javaClientProps,
+  kcatSecurityArgs,
+  scramFormatArgs,
+  secureBrokerProperties,
+  secureSidecarArgs,
+} from '../src/cluster/security-settings.js';
+import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { type MotoServer, startMoto } from '../src/s3/moto.js';
+import { issueCert, makeCa, removeDir, type TestCa, tempDir } from '../src/tls/certs.js';
+import { compareReplicas, readPartitionLog } from '../src/wal/inspect.js';
+
+/**
+ * Security through the sidecars on a real cluster (issue #8): clients on SASL_SSL with
+ * SCRAM-SHA-512, the broker authenticating and authorizing them behind the sidecars' TLS, brokers
+ * replicating over SASL through sidecars that talk mutual TLS, WAL topics replicated by reference.
+ * A cluster of its own: its listeners differ from the shared cluster's.
+ */
+
+/** Debian's kcat on a librdkafka that can do SCRAM with Kafka 4.x (kcat.ts says why). */
+const SCRAM_KCAT = { librdkafka: 'current' } as const;
+
+let dir: string;
+let clientCa: TestCa;
+let peerCa: TestCa;
+let moto: MotoServer;
+let cluster: KafkaCluster;
+let failed = false;
+
+const serverCertPath = (id: number) => path.join(dir, `client-ingress-${id}.crt`);
+const serverKeyPath = (id: number) => path.join(dir, `client-ingress-${id}.key`);
+
+beforeAll(async () => {
+  dir = tempDir('walproxy-security-');
+  clientCa = makeCa(dir, 'client-ca');
+  peerCa = makeCa(dir, 'peer-ca');
+  for (const id of BROKER_IDS) {
+    // Each sidecar's client-ingress certificate in files of its own, so one can be rotated alone.
+    const server = issueCert(clientCa, { cn: `kafka-${id}`, san: ['IP:127.0.0.1', 'DNS:localhost'] });
+    copyFileSync(server.certPath, serverCertPath(id));
+    copyFileSync(server.keyPath, serverKeyPath(id));
+    issueCert(peerCa, { cn: `sidecar-${id}`, san: ['IP:127.0.0.1'], name: `peer-${id}` });
+  }
+  moto = await startMoto();
+  await moto.createBucket('walproxy-security');
+  cluster = await KafkaCluster.start({
+    // Started below, once the ACLs they need exist.
+    sidecars: 'external',
+    formatArgs: scramFormatArgs(),
+    brokerProperties: secureBrokerProperties(),
+    sidecarEnv: walSidecarEnv(),
+    sidecarArgs: (id) => [
+      '--wal-store-url=s3://walproxy-security/wal',
+      `--s3-endpoint=${moto.endpoint}`,
+      '--s3-force-path-style=true',
+      '--wal-topic=wal-*',
+      ...secureSidecarArgs(
+        {
+          serverCert: serverCertPath(id),
+          serverKey: serverKeyPath(id),
+          clientCa: clientCa.certPath,
+          peerCert: path.join(peerCa.dir, `peer-${id}.crt`),
+          peerKey: path.join(peerCa.dir, `peer-${id}.key`),
+          peerCa: peerCa.certPath,
+        },
+        dir,
+        `127.0.0.1:${cluster.ports.sidecarClient(id)}`,
+      ),
+    ],
+  });
+  // ACLs through the harness's PLAINTEXT DIRECT listener (its principal is a super user here).
+  await withAdmin(cluster.directBootstrap(), (admin) =>
+    admin.createAcls({
+      acl: [
+        acl(AclResourceTypes.TOPIC, 'wal-sec', ResourcePatternTypes.PREFIXED, 'User:alice'),
+        acl(AclResourceTypes.GROUP, '*', ResourcePatternTypes.LITERAL, 'User:alice'),
+        acl(
+          AclResourceTypes.TOPIC,
+          '__remote_wal_log_metadata',
+          ResourcePatternTypes.LITERAL,
+          'User:walproxy',
+        ),
+        acl(
+          AclResourceTypes.TOPIC,
+          '*',
+          ResourcePatternTypes.LITERAL,
+          'User:walproxy',
+          AclOperationTypes.DESCRIBE,
+        ),
+      ],
+    }),
+  );
+  for (const id of BROKER_IDS) await cluster.startSidecar(id);
+}, 240_000);
+
+afterAll(async () => {
+  await cluster?.stop({ keepLogs: failed || process.env.WALPROXY_KEEP_LOGS === '1' });
+  await moto?.stop();
+  removeDir(dir);
+}, 60_000);
+
+function acl(
+  resourceType: AclResourceTypes,
+  resourceName: string,
+  resourcePatternType: ResourcePatternTypes,
+  principal: string,
+  operation = AclOperationTypes.ALL,
+) {
+  return {
+    resourceType,
+    resourceName,
+    resourcePatternType,
+    principal,
+    host: '*',
+    operation,
+    permissionType: AclPermissionTypes.ALLOW,
+  };
+}
+
+function referencesSent(counters: Array<{ wal?: { fetchStrip?: Record<string, unknown> } }>): number {
+  return counters.reduce((n, c) => n + Number(c.wal?.fetchStrip?.referencesSent ?? 0), 0);
+}
+
+describe('TLS and SASL through the sidecars', () => {
+  it('carries SASL_SSL + SCRAM-SHA-512 clients (Java tools, kcat), and replicates WAL topics by reference over SASL', async () => {
+    failed = true;
+    const bootstrap = cluster.bootstrap();
+    const alice = javaClientProps('alice', clientCa.certPath);
+    await createTopic(cluster.directBootstrap(), 'wal-sec-java', { partitions: 3 });
+    await createTopic(cluster.directBootstrap(), 'wal-sec-kcat', { partitions: 3 });
+    const before = referencesSent(await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id))));
+
+    // Given the Java perf producer and kcat, as alice over SASL_SSL
+    const produced = await producerPerf({
+      bootstrap,
+      topic: 'wal-sec-java',
+      records: 60_000,
+      recordSize: 512,
+      props: { ...alice, 'linger.ms': 5 },
+    });
+    expect(produced.records).toBe(60_000);
+    const lines = Array.from({ length: 2_000 }, (_, i) => `sec-${i}`).join('\n');
+    const sent = await kcat(
+      [
+        '-b',
+        bootstrap,
+        ...kcatSecurityArgs('alice', clientCa.certPath),
+        '-t',
+        'wal-sec-kcat',
+        '-P',
+        '-X',
+        'acks=all',
+      ],
+      `${lines}\n`,
+      SCRAM_KCAT,
+    );
+    expect(sent.code, sent.stderr).toBe(0);
+
+    // Then consumers read everything back through the sidecars
+    const consumed = await consumerPerf({ bootstrap, topic: 'wal-sec-java', records: 60_000, props: alice });
+    expect(consumed.records).toBe(60_000);
+    const read = await kcat(
+      [
+        '-b',
+        bootstrap,
+        ...kcatSecurityArgs('alice', clientCa.certPath),
+        '-t',
+        'wal-sec-kcat',
+        '-C',
+        '-e',
+        '-o',
+        'beginning',
+        '-f',
+        '%s\\n',
+      ],
+      '',
+      SCRAM_KCAT,
+    );
+    expect(read.code, read.stderr).toBe(0);
+    expect(read.stdout.trim().split('\n').sort()).toEqual(lines.split('\n').sort());
+
+    // And followers, authenticating as admin on the SASL inter-broker listener through mutual-TLS
+    // sidecars, replicated by reference: every replica byte-identical to its leader
+    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-java', 3)).toEqual([]);
+    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-kcat', 3)).toEqual([]);
+    const after = referencesSent(await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id))));
+    expect(after).toBeGreaterThan(before);
+    failed = false;
+  });
+
+  it('lets the broker refuse a wrong password, and keeps serving everyone else', async () => {
+    failed = true;
+    const bootstrap = cluster.bootstrap();
+    const wrong = await kcat(
+      [
+        '-b',
+        bootstrap,
+        ...kcatSecurityArgs('alice', clientCa.certPath, 'not-her-password'),
+        '-L',
+        '-m',
+        '10',
+      ],
+      '',
+      { ...SCRAM_KCAT, timeoutMs: 60_000 },
+    );
+    expect(wrong.code).not.toBe(0);
+    expect(wrong.stderr).toMatch(/Authentication failed/i);
+    const right = await kcat(
+      ['-b', bootstrap, ...kcatSecurityArgs('alice', clientCa.certPath), '-L', '-m', '10'],
+      '',
+      SCRAM_KCAT,
+    );
+    expect(right.code, right.stderr).toBe(0);
+    failed = false;
+  });
+
+  it('returns the authorization error for a produce an ACL denies, and nothing of it reaches any replica', async () => {
+    failed = true;
+    await createTopic(cluster.directBootstrap(), 'wal-denied', { partitions: 1 });
+    const denied = await kcat(
+      [
+        '-b',
+        cluster.bootstrap(),
+        ...kcatSecurityArgs('alice', clientCa.certPath),
+        '-t',
+        'wal-denied',
+        '-P',
+        '-X',
+        'acks=all',
+        '-X',
+        'message.timeout.ms=15000',
+      ],
+      'secret-record\n',
+      { ...SCRAM_KCAT, timeoutMs: 60_000 },
+    );
+    expect(denied.stderr).toMatch(/Topic authorization failed/i);
+    // The leader's log, and so every follower's, holds nothing: there was nothing to reference.
+    const offsets = await withAdmin(cluster.directBootstrap(), (admin) =>
+      admin.fetchTopicOffsets('wal-denied'),
+    );
+    expect(offsets.map((o) => o.high)).toEqual(['0']);
+    for (const id of BROKER_IDS) expect(readPartitionLog(cluster.dataDir(id), 'wal-denied', 0)).toEqual([]);
+    failed = false;
+  });
+
+  it('refuses at the TLS handshake a peer without a certificate from the peer CA, with a clear log line', async () => {
+    failed = true;
+    const rogueCa = makeCa(dir, 'rogue-ca');
+    const rogue = issueCert(rogueCa, { cn: 'sidecar-9', san: ['IP:127.0.0.1'] });
+    const expired = issueCert(peerCa, { cn: 'sidecar-8', san: ['IP:127.0.0.1'], expired: true });
+    const port = cluster.ports.sidecarReplication(1);
+    const sidecar = cluster.sidecars.get(1)!;
+    const cases: Array<{ name: string; cert?: { cert: string; key: string }; reason: RegExp }> = [
+      { name: 'no certificate', reason: /did not return a certificate/ },
+      { name: 'another CA', cert: rogue, reason: /unable to verify/ },
+      { name: 'expired', cert: expired, reason: /certificate has expired/ },
+    ];
+    for (const c of cases) {
+      const outcome = await tryReplicationIngress(port, peerCa.cert, c.cert);
+      // Nothing came back: the broker's inter-broker listener was never reached.
+      expect(outcome.answered, c.name).toBe(false);
+      // And the sidecar said why, naming the peer
+      const logged = (line: string) =>
+        line.includes('TLS client refused') &&
+        c.reason.test(line) &&
+        (outcome.localPort < 0 || line.includes(`:${outcome.localPort}"`));
+      const deadline = Date.now() + 10_000;
+      while (!sidecar.output().split('\n').some(logged) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 200));
+      expect(sidecar.output().split('\n').some(logged), `${c.name}: ${sidecar.output().slice(-1500)}`).toBe(
+        true,
+      );
+    }
+    // And a peer with a certificate from the peer CA is served
+    const good = issueCert(peerCa, { cn: 'sidecar-6', san: ['IP:127.0.0.1'] });
+    expect((await tryReplicationIngress(port, peerCa.cert, good)).answered).toBe(true);
+    failed = false;
+  });
+
+  it('picks up a rotated client-ingress certificate without a restart, keeping established connections', async () => {
+    failed = true;
+    const port = cluster.ports.sidecarClient(2);
+    const established = await openTls(port, clientCa.cert);
+    const oldSerial = established.getPeerCertificate().serialNumber;
+    expect(await apiVersionsAnswered(established)).toBe(true);
+
+    // When the certificate files are replaced (a new issuance by the same CA)
+    const next = issueCert(clientCa, {
+      cn: 'kafka-2',
+      san: ['IP:127.0.0.1', 'DNS:localhost'],
+      name: 'kafka-2-next',
+    });
+    writeFileSync(serverKeyPath(2), next.key);
+    writeFileSync(serverCertPath(2), next.cert);
+
+    // Then new connections get the new certificate within seconds
+    let newSerial = oldSerial;
+    const deadline = Date.now() + 15_000;
+    while (newSerial === oldSerial && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 500));
+      const probe = await openTls(port, clientCa.cert);
+      newSerial = probe.getPeerCertificate().serialNumber;
+      probe.destroy();
+    }
+    expect(newSerial).not.toBe(oldSerial);
+    // And the connection made before the rotation still works: it goes on to the SASL handshake
+    // (a SASL listener takes one ApiVersions before it, then expects SaslHandshake)
+    expect(await saslHandshakeAnswered(established)).toBe(true);
+    established.destroy();
+    failed = false;
+  });
+
+  it('refuses to start on a missing key file, a key that does not match its certificate, or an unknown SASL mechanism (exit 2)', () => {
+    const other = issueCert(clientCa, { cn: 'other', san: ['IP:127.0.0.1'] });
+    const base = [
+      sidecarEntry(),
+      'sidecar',
+      '--broker-id=1',
+      '--client-listen=127.0.0.1:1',
+      '--client-upstream=127.0.0.1:2',
+    ];
+    const cases: Array<{ flags: string[]; line: RegExp }> = [
+      {
+        flags: [
+          `--client-tls-cert=${serverCertPath(1)}`,
+          `--client-tls-key=${path.join(dir, 'missing.key')}`,
+        ],
+        line: /client-tls-key/,
+      },
+      {
+        flags: [`--client-tls-cert=${serverCertPath(1)}`, `--client-tls-key=${other.keyPath}`],
+        line: /client-tls-key[^\n]*(match|pair)/i,
+      },
+      {
+        flags: [
+          '--metadata-sasl-mechanism=GSSAPI',
+          '--metadata-sasl-username=walproxy',
+          `--metadata-sasl-password-file=${path.join(dir, 'walproxy.password')}`,
+        ],
+        line: /metadata-sasl-mechanism/,
+      },
+    ];
+    for (const c of cases) {
+      const run = spawnSync(process.execPath, [...base, ...c.flags], { encoding: 'utf8', timeout: 30_000 });
+      expect(run.status, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(c.line);
+    }
+  });
+});
+
+/** Opens a TLS connection to a local ingress, trusting `ca`. */
+function openTls(port: number, ca: string, client?: { cert: string; key: string }): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, ca, ...client }, () => {
+      // Later errors (EPIPE once the far end has closed) are answered by the requests' outcome.
+      socket.on('error', () => {});
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
+}
+
+/** Sends ApiVersions v0 (allowed before SASL) and says whether an answer with its correlation id came. */
+function apiVersionsAnswered(socket: tls.TLSSocket, correlationId = 77): Promise<boolean> {
+  return requestAnswered(socket, 18, 0, Buffer.alloc(0), correlationId);
+}
+
+/** Sends SaslHandshake v1 for SCRAM-SHA-512, the request a SASL listener expects after ApiVersions. */
+function saslHandshakeAnswered(socket: tls.TLSSocket, correlationId = 78): Promise<boolean> {
+  const mechanism = Buffer.from('SCRAM-SHA-512');
+  const body = Buffer.alloc(2 + mechanism.length);
+  body.writeInt16BE(mechanism.length, 0);
+  mechanism.copy(body, 2);
+  return requestAnswered(socket, 17, 1, body, correlationId);
+}
+
+/** Sends one request (header v1) and says whether a response with its correlation id came back. */
+function requestAnswered(
+  socket: tls.TLSSocket,
+  apiKey: number,
+  apiVersion: number,
+  body: Buffer,
+  correlationId: number,
+): Promise<boolean> {
+  return new Promise((resolve) => {
+    const clientId = Buffer.from('walproxy-e2e');
+    const header = Buffer.alloc(4 + 2 + 2 + 4 + 2 + clientId.length);
+    header.writeInt32BE(header.length - 4 + body.length, 0);
+    header.writeInt16BE(apiKey, 4);
+    header.writeInt16BE(apiVersion, 6);
+    header.writeInt32BE(correlationId, 8);
+    header.writeInt16BE(clientId.length, 12);
+    clientId.copy(header, 14);
+    let received = Buffer.alloc(0);
+    const timer = setTimeout(() => finish(false), 10_000);
+    const onData = (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      if (received.length >= 8) finish(received.readInt32BE(4) === correlationId);
+    };
+    const onEnd = () => finish(false);
+    function finish(answered: boolean) {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('close', onEnd);
+      resolve(answered);
+    }
+    socket.on('data', onData);
+    socket.once('close', onEnd);
+    socket.write(Buffer.concat([header, body]));
+  });
+}
+
+/**
+ * Connects to a replication ingress as a would-be peer and asks ApiVersions: answered only if the
+ * ingress let the connection through to the broker.
+ */
+async function tryReplicationIngress(
+  port: number,
+  ca: string,
+  client?: { cert: string; key: string },
+): Promise<{ answered: boolean; localPort: number }> {
+  let socket: tls.TLSSocket;
+  try {
+    socket = await openTls(port, ca, client);
+  } catch {
+    // Refused during the handshake itself (TLS 1.2, or an alert before our side finished).
+    return { answered: false, localPort: -1 };
+  }
+  const localPort = socket.localPort ?? -1;
+  const answered = await apiVersionsAnswered(socket);
+  socket.destroy();
+  return { answered, localPort };
+}
