@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import tls from 'node:tls';
+import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
@@ -30,6 +31,9 @@ import { compareReplicas, readPartitionLog } from '../src/wal/inspect.js';
 
 /** Debian's kcat on a librdkafka that can do SCRAM with Kafka 4.x (kcat.ts says why). */
 const SCRAM_KCAT = { librdkafka: 'current' } as const;
+
+/** moto records the key id without checking it against its KMS; enough to see the header sent. */
+const KMS_KEY = 'arn:aws:kms:us-east-1:123456789012:alias/walproxy-e2e';
 
 let dir: string;
 let clientCa: TestCa;
@@ -65,6 +69,8 @@ beforeAll(async () => {
       `--s3-endpoint=${moto.endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      '--s3-sse=aws:kms',
+      `--s3-sse-kms-key-id=${KMS_KEY}`,
       ...secureSidecarArgs(
         {
           serverCert: serverCertPath(id),
@@ -196,6 +202,22 @@ describe('TLS and SASL through the sidecars', () => {
     expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-kcat', 3)).toEqual([]);
     const after = referencesSent(await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id))));
     expect(after).toBeGreaterThan(before);
+
+    // And the WAL objects were stored with the server-side encryption asked for (--s3-sse)
+    const s3 = new S3Client({
+      endpoint: moto.endpoint,
+      forcePathStyle: true,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: 'walproxy-security', Prefix: 'wal/' }));
+    const keys = (listed.Contents ?? []).map((o) => o.Key!).filter((k) => k.endsWith('.wal'));
+    expect(keys.length).toBeGreaterThan(0);
+    for (const key of keys.slice(0, 5)) {
+      const head = await s3.send(new HeadObjectCommand({ Bucket: 'walproxy-security', Key: key }));
+      expect([head.ServerSideEncryption, head.SSEKMSKeyId], key).toEqual(['aws:kms', KMS_KEY]);
+    }
+    s3.destroy();
     failed = false;
   });
 
