@@ -1,18 +1,29 @@
 # walproxy — every target installs what it needs, idempotently, on a fresh Debian machine.
 #   make demo    the main job: a 3-broker cluster with sidecars, a workload, what flowed where
-#   make test    every test: unit + e2e on a real cluster
+#   make test    every test: unit + the e2e suite on the newest Kafka + the protocol-sensitive
+#                e2e files on the older releases still supported (KAFKA_COMPAT)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-KAFKA_VERSION ?= 4.1.2
+KAFKA_VERSION ?= 4.4.0
 export KAFKA_VERSION
+# The Kafka releases `make e2e-matrix` runs the e2e suite on: 3.9.x and 4.0.x (replica Fetch v17)
+# and the newest 4.x (replica Fetch v18).
+KAFKA_MATRIX ?= 3.9.2 4.0.2 4.4.0
+# Test files (vitest filters) the matrix runs on each release; empty: the whole e2e suite.
+KAFKA_MATRIX_TESTS ?=
+# What `make test` also runs on the older releases (replica Fetch v17, Produce v11/v12): the files
+# whose outcome depends on the Kafka version's wire formats. The whole suite on every release is
+# `make e2e-matrix` (~35 min here, too long for every run).
+KAFKA_COMPAT ?= 3.9.2 4.0.2
+KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replication-zones kcat kafkajs-exactly-once
 
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps apt-install helm test test-unit e2e demo bench lint format docs clean
+.PHONY: help deps build kafka system-deps apt-install helm test test-unit e2e e2e-matrix e2e-compat demo bench lint format docs clean
 
 help:
-	@echo "make demo | test | test-unit | e2e | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
+	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
 
 # npm packages, exactly as locked; reinstalled only when the lock file changes.
 $(STAMP): package-lock.json package.json shared/package.json proxy/package.json e2e/package.json
@@ -51,13 +62,27 @@ helm:
 	  mkdir -p .cache/bin && GOBIN=$(CURDIR)/.cache/bin GOFLAGS=-buildvcs=false nice -n 19 go install \
 	    -ldflags '-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
 
-test: test-unit e2e
+test: test-unit e2e e2e-compat
+
+e2e-compat:
+	$(MAKE) --no-print-directory e2e-matrix KAFKA_MATRIX="$(KAFKA_COMPAT)" KAFKA_MATRIX_TESTS="$(KAFKA_COMPAT_TESTS)"
 
 test-unit: build helm
 	npx vitest run --project unit
 
 e2e: build kafka system-deps
 	npx vitest run --project e2e
+
+# The e2e suite (or KAFKA_MATRIX_TESTS) once per Kafka release in KAFKA_MATRIX, each on its own
+# jars; every release runs even when an earlier one fails, and the target fails if any did.
+e2e-matrix: build system-deps
+	@failed=""; for v in $(KAFKA_MATRIX); do \
+	  echo "e2e-matrix: Kafka $$v" >&2; start=$$(date +%s); \
+	  if $(MAKE) --no-print-directory kafka KAFKA_VERSION=$$v && KAFKA_VERSION=$$v npx vitest run --project e2e $(KAFKA_MATRIX_TESTS); \
+	  then result=passed; else result=FAILED; failed="$$failed $$v"; fi; \
+	  echo "e2e-matrix: Kafka $$v $$result in $$(( $$(date +%s) - start )) s" >&2; \
+	done; \
+	if [ -n "$$failed" ]; then echo "e2e-matrix: failed on$$failed" >&2; exit 1; fi
 
 demo: build kafka
 	npx tsx e2e/src/demo.ts
@@ -68,6 +93,7 @@ bench: build kafka system-deps
 	npx tsx e2e/bench/proxy-overhead.bench.ts
 	npx tsx e2e/bench/wal-writer.bench.ts
 	npx tsx e2e/bench/object-store.bench.ts
+	npx tsx e2e/bench/replication.bench.ts
 
 lint: deps
 	npx biome check .

@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
+import { consumerPerf, javaProtocolVersions, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic } from '../src/clients/kafkajs.js';
 import { sidecarCounters } from '../src/cluster/cluster-info.js';
 
@@ -39,13 +39,23 @@ describe('Java perf tools through the sidecars', () => {
     const consumed = await consumerPerf({ bootstrap: cluster.bootstrap, topic: TOPIC, records: RECORDS });
     expect(consumed.records).toBe(RECORDS);
 
-    // Then the sidecars' client ingresses saw Produce v13 and consumer Fetch v18 (Kafka 4.1's newest)
+    // Then the sidecars' client ingresses saw the Java client's newest Produce and consumer Fetch
+    // (Kafka 4.1+: v13 and v18; 4.0: v12 and v17; 3.9: v11 and v17)
+    const expected = javaProtocolVersions(cluster.kafkaVersion);
     const counters = await Promise.all([1, 2, 3].map((id) => sidecarCounters(cluster, id)));
-    const clientRequests = Object.assign({}, ...counters.map((c) => c.listeners.client!.requests)) as Record<
-      string,
-      number
-    >;
-    expect(Object.keys(clientRequests)).toEqual(expect.arrayContaining(['Produce v13', 'Fetch v18']));
+    const seen = (listener: string) =>
+      Object.keys(Object.assign({}, ...counters.map((c) => c.listeners[listener]?.requests ?? {})))
+        .filter((key) => /^(Produce|Fetch) v/.test(key))
+        .sort();
+    console.info(
+      `[java-perf-tools] Kafka ${cluster.kafkaVersion}: client ingress ${seen('client').join(', ')}; replication ingress ${seen('replication').join(', ')}`,
+    );
+    expect(seen('client')).toEqual(
+      expect.arrayContaining([`Produce v${expected.produce}`, `Fetch v${expected.fetch}`]),
+    );
     expect(sumRequests(counters, (n) => n === 'client', 'Produce')).toBeGreaterThan(0);
+    // And the followers' replica fetchers reached the replication ingresses with the Fetch version
+    // of the cluster's metadata.version (v17 on 3.9/4.0, v18 from 4.1)
+    expect(seen('replication')).toContain(`Fetch v${expected.replicaFetch}`);
   });
 });

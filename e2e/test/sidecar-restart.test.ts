@@ -20,7 +20,13 @@ describe('restarting a sidecar under load', () => {
     try {
       const topic = 'e2e-sidecar-restart';
       await createTopic(cluster.bootstrap(), topic, { partitions: 3, replicationFactor: 3 });
-      const kafka = kafkaClient(cluster.bootstrap());
+      // Patient enough to outlast the restart on a loaded machine: the drain (up to the in-flight
+      // requests' end), the 2 s pause and the new process's start took ~11 s in a full-suite run.
+      const kafka = kafkaClient(cluster.bootstrap(), 'walproxy-e2e', {
+        retries: 30,
+        initialRetryTime: 300,
+        maxRetryTime: 3_000,
+      });
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
       await producer.connect();
 

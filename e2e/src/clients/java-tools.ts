@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { kafkaLibDir } from '../cluster/paths.js';
+import { kafkaLibDir, kafkaLogging, kafkaVersion } from '../cluster/paths.js';
 import { type RunResult, runBounded } from './run-bounded.js';
 
 const TOOLS_LOG4J2 = `appender.err.type=Console
@@ -13,10 +13,44 @@ rootLogger.level=WARN
 rootLogger.appenderRef.err.ref=STDERR
 `;
 
-function toolsLogConfig(): string {
+/** The same for Kafka 3.x (log4j 1.x through reload4j). */
+const TOOLS_LOG4J1 = `log4j.rootLogger=WARN, STDERR
+log4j.appender.STDERR=org.apache.log4j.ConsoleAppender
+log4j.appender.STDERR.Target=System.err
+log4j.appender.STDERR.layout=org.apache.log4j.PatternLayout
+log4j.appender.STDERR.layout.ConversionPattern=[%d] %p %m (%c)%n
+`;
+
+/** The JVM flag pointing the tool's logging backend at a WARN-to-stderr configuration. */
+function toolsLogFlag(version: string): string {
+  if (kafkaLogging(version) === 'reload4j') {
+    const file = path.join(os.tmpdir(), 'walproxy-tools-log4j.properties');
+    writeFileSync(file, TOOLS_LOG4J1);
+    return `-Dlog4j.configuration=file:${file}`;
+  }
   const file = path.join(os.tmpdir(), 'walproxy-tools-log4j2.properties');
   writeFileSync(file, TOOLS_LOG4J2);
-  return file;
+  return `-Dlog4j2.configurationFile=${file}`;
+}
+
+/**
+ * The protocol versions a Kafka release speaks on the paths walproxy decodes, at the cluster's
+ * default metadata.version: the newest Produce and Fetch of its Java client (which walproxy's
+ * ApiVersions cap, Produce 13 / Fetch 18, lowers for newer clients), and the Fetch version of its
+ * replica fetcher, which is fixed by metadata.version and never negotiated
+ * (`MetadataVersion#fetchRequestVersion`). Read from the released jars: ApiKeys.latestVersion()
+ * and MetadataVersion.LATEST_PRODUCTION. 4.2–4.4 add no Produce or Fetch version.
+ */
+export function javaProtocolVersions(version = kafkaVersion()): {
+  produce: number;
+  fetch: number;
+  replicaFetch: number;
+} {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  if (major === 3 && minor === 9) return { produce: 11, fetch: 17, replicaFetch: 17 };
+  if (major === 4 && minor === 0) return { produce: 12, fetch: 17, replicaFetch: 17 };
+  if (major === 4 && minor >= 1) return { produce: 13, fetch: 18, replicaFetch: 18 };
+  throw new Error(`no protocol versions recorded for Kafka ${version} (known: 3.9, 4.0, 4.1–4.4)`);
 }
 
 export type ToolResult = RunResult;
@@ -45,13 +79,13 @@ export function runKafkaTool(
   {
     timeoutMs = 300_000,
     heap = '512m',
-    version,
+    version = kafkaVersion(),
   }: { timeoutMs?: number; heap?: string; version?: string } = {},
 ): Promise<ToolResult> {
   const javaArgs = [
     `-Xmx${heap}`,
     '-XX:+UseSerialGC',
-    `-Dlog4j2.configurationFile=${toolsLogConfig()}`,
+    toolsLogFlag(version),
     '-cp',
     `${kafkaLibDir(version)}/*`,
     mainClass,

@@ -1,13 +1,17 @@
-import { type Admin, type ITopicConfig, Kafka, logLevel } from 'kafkajs';
+import { type Admin, type ITopicConfig, Kafka, logLevel, type RetryOptions } from 'kafkajs';
 
-export function kafkaClient(bootstrap: string, clientId = 'walproxy-e2e'): Kafka {
+export function kafkaClient(
+  bootstrap: string,
+  clientId = 'walproxy-e2e',
+  retry: RetryOptions = { retries: 10, initialRetryTime: 200 },
+): Kafka {
   return new Kafka({
     clientId,
     brokers: bootstrap.split(','),
     // Clients here are expected to hit refused connections (a sidecar restarting); the tests
     // assert outcomes, so kafkajs stays quiet unless asked: KAFKAJS_LOG_LEVEL=ERROR.
     logLevel: process.env.KAFKAJS_LOG_LEVEL === 'ERROR' ? logLevel.ERROR : logLevel.NOTHING,
-    retry: { retries: 10, initialRetryTime: 200 },
+    retry,
   });
 }
 

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ZoneNetwork } from '../net/zone-network.js';
-import { kafkaLibDir, kafkaVersion, repoRoot, sidecarEntry } from './paths.js';
+import { kafkaLibDir, kafkaLogging, kafkaVersion, repoRoot, sidecarEntry } from './paths.js';
 import { findFreeBase, type PortPlan, portPlan } from './ports.js';
 import { ManagedProcess } from './process.js';
 import { brokerListenerSettings, egressBrokerIds, sidecarFlags } from './topology-rules.js';
@@ -62,6 +62,24 @@ logger.started.level=INFO
 logger.started.appenderRef.out.ref=STDOUT
 logger.req.name=kafka.request.logger
 logger.req.level=WARN
+`;
+
+/**
+ * The same for Kafka 3.x, which logs through log4j 1.x (reload4j, `-Dlog4j.configuration`). The
+ * console threshold is per appender, as in LOG4J2 (whose ThresholdFilter also keeps
+ * BrokerServer's INFO lines off the console): readiness is read from ports, not from output.
+ */
+const LOG4J1 = `log4j.rootLogger=INFO, FILE, STDOUT
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=\${kafka.logs.dir}/server.log
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.STDOUT=org.apache.log4j.ConsoleAppender
+log4j.appender.STDOUT.Threshold=WARN
+log4j.appender.STDOUT.layout=org.apache.log4j.PatternLayout
+log4j.appender.STDOUT.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.server.BrokerServer=INFO
+log4j.logger.kafka.request.logger=WARN
 `;
 
 function properties(entries: Record<string, string | number>): string {
@@ -186,7 +204,9 @@ export class KafkaCluster {
       ...(profile === 'fast-start' ? ['-XX:TieredStopAtLevel=1'] : []),
       '-Djava.awt.headless=true',
       `-Dkafka.logs.dir=${logDir}`,
-      `-Dlog4j2.configurationFile=${path.join(this.workDir, 'log4j2.properties')}`,
+      kafkaLogging(this.version) === 'reload4j'
+        ? `-Dlog4j.configuration=file:${path.join(this.workDir, 'log4j.properties')}`
+        : `-Dlog4j2.configurationFile=${path.join(this.workDir, 'log4j2.properties')}`,
       `-Djava.io.tmpdir=${path.join(this.workDir, 'tmp')}`,
     ];
   }
@@ -256,7 +276,9 @@ export class KafkaCluster {
 
   private async boot(): Promise<void> {
     mkdirSync(path.join(this.workDir, 'tmp'), { recursive: true });
-    writeFileSync(path.join(this.workDir, 'log4j2.properties'), LOG4J2);
+    const reload4j = kafkaLogging(this.version) === 'reload4j';
+    if (reload4j) writeFileSync(path.join(this.workDir, 'log4j.properties'), LOG4J1);
+    else writeFileSync(path.join(this.workDir, 'log4j2.properties'), LOG4J2);
     writeFileSync(
       path.join(this.workDir, 'controller.properties'),
       properties({

@@ -14,10 +14,19 @@ export function repoRoot(): string {
   return dir;
 }
 
-export const DEFAULT_KAFKA_VERSION = '4.1.2';
+export const DEFAULT_KAFKA_VERSION = '4.4.0';
 
 export function kafkaVersion(): string {
   return process.env.KAFKA_VERSION ?? DEFAULT_KAFKA_VERSION;
+}
+
+/**
+ * The logging backend in a version's jar directory, as e2e/kafka/fetch-kafka.sh chose it: Kafka
+ * 3.x logs through log4j 1.x (reload4j, `-Dlog4j.configuration`), 4.x through Log4j2
+ * (`-Dlog4j2.configurationFile`).
+ */
+export function kafkaLogging(version = kafkaVersion()): 'reload4j' | 'log4j2' {
+  return version.startsWith('3.') ? 'reload4j' : 'log4j2';
 }
 
 /** The flat jar directory of a Kafka version, resolved from Maven Central on first use. */
