@@ -41,11 +41,12 @@ kafka:
 	@command -v mvn >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=maven
 	bash e2e/kafka/fetch-kafka.sh $(KAFKA_VERSION)
 
-# Debian packages the e2e tests use: kcat (librdkafka) as a real client, nftables to count the
-# bytes that cross the replication hop in the kernel.
+# Debian packages the e2e tests use: kcat (librdkafka) as a real client, nftables to count bytes
+# between zones in the kernel, iproute2 for the zones' network namespaces, prometheus to scrape.
 system-deps:
 	@command -v kcat >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=kcat
 	@command -v nft >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=nftables
+	@command -v ip >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=iproute2
 	@command -v prometheus >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=prometheus
 
 apt-install:
