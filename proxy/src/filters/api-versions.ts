@@ -13,7 +13,7 @@ const UNSUPPORTED_VERSION = 35;
 export const DECODED_API_MAX_VERSIONS: ReadonlyMap<number, number> = new Map([
   [0, 13], // Produce: topic ids from v13 (KIP-516)
   [1, 18], // Fetch: v18 is the 4.1+ replica fetch version
-  [API_VERSIONS, 4],
+  [API_VERSIONS, 5], // v5: Kafka 4.4 (KIP-1242), response laid out as v4
 ]);
 
 /**

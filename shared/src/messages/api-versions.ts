@@ -1,9 +1,13 @@
-// ApiVersions (API key 18), versions 0-4. Flexible from v3, but the response header is always v0
+// ApiVersions (API key 18), versions 0-5. Flexible from v3, but the response header is always v0
 // (KIP-511) so that a client can read it before knowing which version the broker answered.
 //
 // ApiVersionsRequest =
 //   (v0-2: empty)
-//   ClientSoftwareName COMPACT_STRING, ClientSoftwareVersion COMPACT_STRING, TAG_BUFFER   (v3+)
+//   ClientSoftwareName COMPACT_STRING, ClientSoftwareVersion COMPACT_STRING,              (v3+)
+//   ClusterId COMPACT_NULLABLE_STRING, NodeId int32                                        (v5+)
+//   TAG_BUFFER                                                                             (v3+)
+// v5 (Kafka 4.4, KIP-1242) names the cluster and node the client meant to reach; its response is
+// laid out as v4's (read off ApiVersions{Request,Response}Data in kafka-clients 4.4.0).
 //
 // ApiVersionsResponse =
 //   ErrorCode int16
@@ -25,13 +29,17 @@ import type { RawTaggedField, Reader } from '../protocol/reader.js';
 import type { Writer } from '../protocol/writer.js';
 import { decodeBody, encodeBody, type Tagged, withTag } from './common.js';
 
-const MAX_VERSION = 4;
+const MAX_VERSION = 5;
 
 export interface ApiVersionsRequest extends Tagged {
   /** v3+, default ''. */
   clientSoftwareName?: string | undefined;
   /** v3+, default ''. */
   clientSoftwareVersion?: string | undefined;
+  /** v5+, default null: the cluster the client expects to reach. */
+  clusterId?: string | null | undefined;
+  /** v5+, default -1: the node the client expects to reach. */
+  nodeId?: number | undefined;
 }
 
 export interface ApiVersionsResponse extends Tagged {
@@ -76,17 +84,26 @@ export interface FinalizedFeature extends Tagged {
 
 function readRequest(r: Reader): ApiVersionsRequest {
   if (!r.ctx.flexible) return {};
-  return {
+  const m: ApiVersionsRequest = {
     clientSoftwareName: r.compactString('ClientSoftwareName'),
     clientSoftwareVersion: r.compactString('ClientSoftwareVersion'),
-    taggedFields: r.taggedFields('ApiVersionsRequest'),
   };
+  if (r.ctx.version >= 5) {
+    m.clusterId = r.compactNullableString('ClusterId');
+    m.nodeId = r.int32('NodeId');
+  }
+  m.taggedFields = r.taggedFields('ApiVersionsRequest');
+  return m;
 }
 
 function writeRequest(w: Writer, m: ApiVersionsRequest): void {
   if (!w.ctx.flexible) return;
   w.compactString(m.clientSoftwareName ?? '', 'ClientSoftwareName');
   w.compactString(m.clientSoftwareVersion ?? '', 'ClientSoftwareVersion');
+  if (w.ctx.version >= 5) {
+    w.compactNullableString(m.clusterId ?? null, 'ClusterId');
+    w.int32(m.nodeId ?? -1, 'NodeId');
+  }
   w.taggedFields('ApiVersionsRequest', m.taggedFields);
 }
 

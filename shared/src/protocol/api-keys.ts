@@ -34,7 +34,7 @@ const TABLE = [
   [15, 'DescribeGroups', 5],
   [16, 'ListGroups', 3],
   [17, 'SaslHandshake', null],
-  [18, 'ApiVersions', 3, [0, 4]],
+  [18, 'ApiVersions', 3, [0, 5]],
   [19, 'CreateTopics', 5],
   [20, 'DeleteTopics', 4],
   [21, 'DeleteRecords', 2],

@@ -271,7 +271,15 @@ export function metadataResponse(v: number): Arb<MetadataResponse> {
 
 export function apiVersionsRequest(v: number): Arb<ApiVersionsRequest> {
   if (v < 3) return fc.constant({});
-  return fc.record({ clientSoftwareName: str, clientSoftwareVersion: str, taggedFields: rawTags(true) });
+  if (v < 5)
+    return fc.record({ clientSoftwareName: str, clientSoftwareVersion: str, taggedFields: rawTags(true) });
+  return fc.record({
+    clientSoftwareName: str,
+    clientSoftwareVersion: str,
+    clusterId: fc.option(str, { nil: null }),
+    nodeId: int32,
+    taggedFields: rawTags(true),
+  });
 }
 
 export function apiVersionsResponse(v: number): Arb<ApiVersionsResponse> {

@@ -11,7 +11,7 @@ import {
 import { apiVersionsRequest, apiVersionsResponse } from '../helpers/arbitraries.js';
 import { expectExactRoundTrip, hex, protocolErrorOf } from '../helpers/round-trip.js';
 
-const VERSIONS = [0, 1, 2, 3, 4];
+const VERSIONS = [0, 1, 2, 3, 4, 5];
 
 function sampleResponse(v: number): ApiVersionsResponse {
   const flex = v >= 3;
@@ -48,6 +48,20 @@ describe('ApiVersions request', () => {
     const bytes = expectExactRoundTrip(encodeApiVersionsRequest, decodeApiVersionsRequest, m, 3);
     expect(bytes.subarray(0, 2)).toEqual(hex('12 61'));
     expect(bytes.at(-1)).toBe(0);
+  });
+
+  it('names the cluster and node the client means to reach from v5 (Kafka 4.4, KIP-1242)', () => {
+    const m = {
+      clientSoftwareName: 'apache-kafka-java',
+      clientSoftwareVersion: '4.4.0',
+      clusterId: 'abc',
+      nodeId: 2,
+    };
+    const bytes = expectExactRoundTrip(encodeApiVersionsRequest, decodeApiVersionsRequest, m, 5);
+    // ... ClientSoftwareVersion, then ClusterId (compact: length + 1), NodeId, empty tags
+    expect(bytes.subarray(-9)).toEqual(hex('04 616263 00000002 00'));
+    const unnamed = { clientSoftwareName: 'a', clientSoftwareVersion: 'b', clusterId: null, nodeId: -1 };
+    expect(encodeApiVersionsRequest(unnamed, 5).subarray(-6)).toEqual(hex('00 ffffffff 00'));
   });
 
   it.each(VERSIONS)('v%i round-trips arbitrary valid messages', (v) => {
