@@ -13,6 +13,7 @@ import { parseSidecarConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { FrameDecoder } from '../src/net/frame-decoder.js';
 import { Sidecar } from '../src/sidecar.js';
+import { echoRequest, startEchoBroker } from './net/echo-broker.js';
 
 // One sidecar wired from flags: TLS on the client ingress, mTLS on the replication ingress, and an
 // egress that dials that same replication ingress as its "peer" (broker 2 at 127.0.0.1), so the
@@ -37,38 +38,6 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** A broker stand-in: answers each request with its payload. */
-async function echoBroker(): Promise<net.Server> {
-  const server = net.createServer((socket) => {
-    const decoder = new FrameDecoder(1 << 20);
-    socket.on('error', () => undefined);
-    socket.on('data', (chunk) => {
-      for (const frame of decoder.push(chunk)) {
-        const payload = frame.subarray(14);
-        const out = Buffer.alloc(8 + payload.length);
-        out.writeInt32BE(4 + payload.length, 0);
-        out.writeInt32BE(frame.readInt32BE(8), 4);
-        payload.copy(out, 8);
-        socket.write(out);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return server;
-}
-
-function request(correlationId: number, text: string): Buffer {
-  const payload = Buffer.from(text);
-  const frame = Buffer.alloc(14 + payload.length);
-  frame.writeInt32BE(10 + payload.length, 0);
-  frame.writeInt16BE(3, 4);
-  frame.writeInt16BE(1, 6);
-  frame.writeInt32BE(correlationId, 8);
-  frame.writeInt16BE(-1, 12);
-  payload.copy(frame, 14);
-  return frame;
-}
-
 async function roundTrip(socket: net.Socket, text: string): Promise<string> {
   const decoder = new FrameDecoder(1 << 20);
   return new Promise((resolve, reject) => {
@@ -77,14 +46,14 @@ async function roundTrip(socket: net.Socket, text: string): Promise<string> {
       if (frame) resolve(frame.subarray(8).toString());
     });
     socket.on('close', () => reject(new Error('closed')));
-    socket.write(request(1, text));
+    socket.write(echoRequest(1, Buffer.from(text)));
   });
 }
 
 describe('Sidecar with TLS from flags', () => {
   it('serves TLS clients, and replicates over mutual TLS between egress and replication ingress', async () => {
-    const broker = await echoBroker();
-    const brokerPort = (broker.address() as net.AddressInfo).port;
+    const broker = await startEchoBroker();
+    const brokerPort = broker.port;
     const [clientPort, replicationPort, egressBase] = [await freePort(), await freePort(), await freePort()];
     const parsed = parseSidecarConfig({
       'broker-id': '1',
@@ -126,7 +95,7 @@ describe('Sidecar with TLS from flags', () => {
       expect(sidecar.tlsMaterials).toHaveLength(3);
     } finally {
       await sidecar.stop(0);
-      await new Promise((resolve) => broker.close(resolve));
+      await broker.close();
     }
   });
 });

@@ -15,6 +15,7 @@ import { createLogger } from '../../src/log.js';
 import { FrameDecoder } from '../../src/net/frame-decoder.js';
 import { type ListenerTls, ProxyListener, type UpstreamTls } from '../../src/net/proxy-listener.js';
 import { type ClientAuth, TlsMaterial } from '../../src/net/tls-material.js';
+import { echoRequest, startEchoBroker } from './echo-broker.js';
 
 // TLS termination on the ingress listeners and mutual TLS from the egress, against certificates
 // made by openssl at test time. The upstream is a plain echo server: what is under test is the
@@ -47,38 +48,10 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-function request(correlationId: number, payload: Buffer): Buffer {
-  const frame = Buffer.alloc(14 + payload.length);
-  frame.writeInt32BE(10 + payload.length, 0);
-  frame.writeInt16BE(3, 4); // Metadata
-  frame.writeInt16BE(1, 6);
-  frame.writeInt32BE(correlationId, 8);
-  frame.writeInt16BE(-1, 12);
-  payload.copy(frame, 14);
-  return frame;
-}
-
-/** Answers every request frame with its payload, as a response with the same correlation id. */
 async function echoUpstream(): Promise<{ port: number; connections: () => number }> {
-  let connections = 0;
-  const srv = net.createServer((socket) => {
-    connections++;
-    const decoder = new FrameDecoder(1 << 20);
-    socket.on('data', (chunk) => {
-      for (const frame of decoder.push(chunk)) {
-        const payload = frame.subarray(14);
-        const out = Buffer.alloc(8 + payload.length);
-        out.writeInt32BE(4 + payload.length, 0);
-        out.writeInt32BE(frame.readInt32BE(8), 4);
-        payload.copy(out, 8);
-        socket.write(out);
-      }
-    });
-    socket.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise<void>((resolve) => srv.close(() => resolve())));
-  return { port: (srv.address() as net.AddressInfo).port, connections: () => connections };
+  const broker = await startEchoBroker();
+  cleanups.push(broker.close);
+  return broker;
 }
 
 type LogLine = { level: string; msg: string; listener?: string; peer?: string; reason?: string };
@@ -156,7 +129,7 @@ async function until(condition: () => boolean, what: string, timeoutMs = 10_000)
 
 async function roundTrip(client: TlsClient, correlationId: number, text: string): Promise<string> {
   const before = client.frames.length;
-  client.socket.write(request(correlationId, Buffer.from(text)));
+  client.socket.write(echoRequest(correlationId, Buffer.from(text)));
   await until(() => client.frames.length > before, 'response');
   const frame = client.frames[before]!;
   expect(frame.readInt32BE(4)).toBe(correlationId);
@@ -227,7 +200,7 @@ describe('TLS termination on an ingress listener', () => {
     const { listener, lines } = await tlsIngress(upstream.port, 'none');
     const socket = net.connect({ host: '127.0.0.1', port: listener.address.port });
     socket.on('error', () => undefined);
-    socket.write(request(1, Buffer.from('plaintext')));
+    socket.write(echoRequest(1, Buffer.from('plaintext')));
     await new Promise((resolve) => socket.on('close', resolve));
     await until(() => refusals(lines).length === 1, 'refusal logged');
     expect(refusals(lines)[0]).toMatchObject({ reason: 'wrong version number' });
@@ -330,7 +303,7 @@ describe('mutual TLS from an egress to a peer replication ingress', () => {
 
   async function fetchThrough(port: number): Promise<string> {
     const f = await follower(port);
-    f.socket.write(request(3, Buffer.from('fetch')));
+    f.socket.write(echoRequest(3, Buffer.from('fetch')));
     await until(() => f.frames.length === 1 || f.isClosed(), 'answer or close');
     return f.frames[0]?.subarray(8).toString() ?? 'closed';
   }
