@@ -16,3 +16,12 @@ export {
 export { type ObjectStoreOptions, openObjectStore } from './open-object-store.js';
 export { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
 export { isDirectoryBucket, S3ObjectStore, type S3StoreOptions } from './s3-store.js';
+export {
+  STORE_HEALTH_CHANNELS,
+  STORE_HEALTH_DEFAULTS,
+  StoreHealth,
+  type StoreHealthChangeEvent,
+  type StoreHealthOptions,
+  type StoreHealthState,
+  type StoreHealthStats,
+} from './store-health.js';
