@@ -25,6 +25,8 @@ export interface CostInputs {
   proxyCpuSecondsPerGb?: number;
   /** Sidecar CPU seconds per GB the WAL path adds: upload, follower GETs and fills (DEFAULT_CPU). */
   walCpuSecondsPerGb?: number;
+  /** `inline`: the sealing policy keeps these topics out of the WAL; followers replicate as stock. */
+  mode?: 'wal' | 'inline';
 }
 
 export interface CostLine {
@@ -143,7 +145,13 @@ export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult 
       usd: producedGb * cz * prices.crossZonePerGb,
     },
   ];
-  const walproxy = walAt(inputs.throughputBytesPerSec);
+  const walproxy =
+    inputs.mode === 'inline'
+      ? [
+          { ...stock[0]!, item: 'cross-zone replication, inline (as stock)' },
+          ...walAt(inputs.throughputBytesPerSec).filter((l) => l.item === 'sidecar CPU, proxying'),
+        ]
+      : walAt(inputs.throughputBytesPerSec);
   const stockUsd = sum(stock);
   const walproxyUsd = sum(walproxy);
 
@@ -159,8 +167,10 @@ export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult 
     crossZoneFollowers: cz,
     followers,
     effectiveObjectBytes:
-      inputs.throughputBytesPerSec > 0 ? inputs.throughputBytesPerSec / objectsPerSecond(inputs) : 0,
-    objectsPerSecond: objectsPerSecond(inputs),
+      inputs.mode !== 'inline' && inputs.throughputBytesPerSec > 0
+        ? inputs.throughputBytesPerSec / objectsPerSecond(inputs)
+        : 0,
+    objectsPerSecond: inputs.mode === 'inline' ? 0 : objectsPerSecond(inputs),
     stock,
     walproxy,
     stockUsd,

@@ -100,6 +100,37 @@ describe('walproxy cost', () => {
     });
   });
 
+  it('with a latency budget, prices what the sealing policy would do: the WAL above 1.5 × break-even, inline below', () => {
+    const at = (mbps: string) => {
+      // The flags as yargs hands them over, defaults included.
+      const parsed = parseCostFlags({
+        'throughput-mbps': mbps,
+        brokers: '3',
+        'latency-budget-ms': '50',
+        'object-bytes': '1MB',
+        rf: '3',
+        zones: '3',
+        'linger-ms': '10',
+        retention: '1h',
+        residual: '0.0114',
+        'proxy-cpu-seconds-per-gb': '35.6',
+        'wal-cpu-seconds-per-gb': '137.1',
+      });
+      if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
+      return { ...parsed.parsed, cost: computeCost(parsed.parsed.inputs, parsed.parsed.prices) };
+    };
+    // 30 MB/s over 3 brokers, 50 ms: linger 50 − 15 − 3 − 2 = 30 ms, 10 MB/s × 30 ms = 300 KB objects.
+    const busy = at('30');
+    expect(busy.policy?.state).toMatchObject({ mode: 'wal', lingerMs: 30, objectBytes: 300_000 });
+    expect(busy.cost.effectiveObjectBytes).toBeCloseTo(300_000, 6);
+    // 0.3 MB/s: 3 KB objects would not pay; walproxy pays the stock transfer and its proxying CPU.
+    const quiet = at('0.3');
+    expect(quiet.policy?.state.mode).toBe('inline');
+    expect(quiet.cost.objectsPerSecond).toBe(0);
+    const cpu = quiet.cost.walproxy.find((l) => l.item === 'sidecar CPU, proxying')!.usd;
+    expect(quiet.cost.walproxyUsd).toBeCloseTo(quiet.cost.stockUsd + cpu, 9);
+  });
+
   it('reports every bad flag at once, by name', () => {
     expect(
       parseCostFlags({ rf: '0', zones: 'two', 'linger-ms': '-1', retention: '3', residual: '2' }),
