@@ -1,10 +1,7 @@
 // Monthly cost of moving follower replication through S3 Express One Zone versus stock cross-zone
 // replication (docs/cost.md has the formulas and their assumptions).
+import { BYTES_PER_GB, DEFAULT_CPU, objectEconomics, SECONDS_PER_MONTH } from './economics.js';
 import type { PriceTable } from './prices.js';
-
-/** A 30-day month, the convention of the reference numbers. */
-export const SECONDS_PER_MONTH = 30 * 24 * 3600;
-export const BYTES_PER_GB = 1e9;
 
 export interface CostInputs {
   /** Produced bytes per second into WAL topics, all leader brokers together. */
@@ -24,6 +21,12 @@ export interface CostInputs {
    * responses carry references, offsets and 61-byte batch headers inline).
    */
   residualFraction: number;
+  /** Sidecar CPU seconds per GB produced with the sidecars in the path, WAL or not (DEFAULT_CPU). */
+  proxyCpuSecondsPerGb?: number;
+  /** Sidecar CPU seconds per GB the WAL path adds: upload, follower GETs and fills (DEFAULT_CPU). */
+  walCpuSecondsPerGb?: number;
+  /** `inline`: the sealing policy keeps these topics out of the WAL; followers replicate as stock. */
+  mode?: 'wal' | 'inline';
 }
 
 export interface CostLine {
@@ -53,11 +56,6 @@ export interface CostResult {
   breakEvenObjectBytes: number | undefined;
 }
 
-/** Replicas of a partition in its leader's zone when rf replicas spread round-robin over the zones. */
-export function crossZoneFollowers(replicationFactor: number, zones: number): number {
-  return replicationFactor - Math.ceil(replicationFactor / Math.min(zones, replicationFactor));
-}
-
 /** Objects per second: each broker seals at the earlier of size and linger (never an empty one). */
 export function objectsPerSecond(inputs: CostInputs, bytesPerSec = inputs.throughputBytesPerSec): number {
   if (bytesPerSec <= 0) return 0;
@@ -72,8 +70,16 @@ function charged(bytes: number, requests: number, prices: PriceTable): number {
 }
 
 export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult {
-  const cz = crossZoneFollowers(inputs.replicationFactor, inputs.zones);
+  const proxyCpuPerGb = inputs.proxyCpuSecondsPerGb ?? DEFAULT_CPU.proxySecondsPerGb;
+  const walCpuPerGb = inputs.walCpuSecondsPerGb ?? DEFAULT_CPU.walSecondsPerGb;
+  const economics = objectEconomics(prices, inputs, {
+    retentionSec: inputs.retentionSec,
+    residualFraction: inputs.residualFraction,
+    walCpuSecondsPerGb: walCpuPerGb,
+  });
+  const cz = economics.crossZoneFollowers;
   const followers = inputs.replicationFactor - 1;
+  const cpuUsd = (seconds: number) => (seconds * prices.vcpuHourUsd) / 3600;
   const walAt = (bps: number): CostLine[] => {
     const gb = (bps * SECONDS_PER_MONTH) / BYTES_PER_GB;
     const puts = objectsPerSecond(inputs, bps) * SECONDS_PER_MONTH;
@@ -114,6 +120,18 @@ export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult 
         unit: 'GB',
         usd: residualGb * prices.crossZonePerGb,
       },
+      {
+        item: 'sidecar CPU, proxying',
+        quantity: (gb * proxyCpuPerGb) / 3600,
+        unit: 'vCPU-hours',
+        usd: cpuUsd(gb * proxyCpuPerGb),
+      },
+      {
+        item: 'sidecar CPU, WAL path',
+        quantity: (gb * walCpuPerGb) / 3600,
+        unit: 'vCPU-hours',
+        usd: cpuUsd(gb * walCpuPerGb),
+      },
     ];
   };
   const sum = (lines: CostLine[]) => lines.reduce((t, l) => t + l.usd, 0);
@@ -127,37 +145,39 @@ export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult 
       usd: producedGb * cz * prices.crossZonePerGb,
     },
   ];
-  const walproxy = walAt(inputs.throughputBytesPerSec);
+  const walproxy =
+    inputs.mode === 'inline'
+      ? [
+          { ...stock[0]!, item: 'cross-zone replication, inline (as stock)' },
+          ...walAt(inputs.throughputBytesPerSec).filter((l) => l.item === 'sidecar CPU, proxying'),
+        ]
+      : walAt(inputs.throughputBytesPerSec);
   const stockUsd = sum(stock);
   const walproxyUsd = sum(walproxy);
 
-  // Per byte, an object of size S saves S·(stock − walproxy per-byte charges) and costs one PUT
-  // and one GET per follower: it pays off from S = request cost / per-byte saving.
-  // With a free allowance per request at least the object size, no object byte pays upload or
-  // retrieval; a smaller allowance is ignored here (conservative).
-  const perGbCharged = prices.freeBytesPerRequest >= inputs.objectBytes ? 0 : 1;
+  // Per produced byte against running no sidecar at all: the object's saving per byte (upload and
+  // retrieval charged unless each request's allowance covers the object) less the proxying CPU.
   const perByteSaving =
-    (cz * prices.crossZonePerGb * (1 - inputs.residualFraction) -
-      perGbCharged * (prices.uploadPerGb + followers * prices.retrievalPerGb) -
-      (prices.storagePerGbMonth * inputs.retentionSec) / SECONDS_PER_MONTH) /
-    BYTES_PER_GB;
-  const requestCost = (prices.putPer1000 + followers * prices.getPer1000) / 1000;
-  const breakEvenObjectBytes = perByteSaving > 0 ? requestCost / perByteSaving : undefined;
+    economics.grossUsdPerByte -
+    (prices.freeBytesPerRequest >= inputs.objectBytes ? 0 : economics.chargedUsdPerByte) -
+    cpuUsd(proxyCpuPerGb) / BYTES_PER_GB;
 
   return {
     producedGbPerMonth: producedGb,
     crossZoneFollowers: cz,
     followers,
     effectiveObjectBytes:
-      inputs.throughputBytesPerSec > 0 ? inputs.throughputBytesPerSec / objectsPerSecond(inputs) : 0,
-    objectsPerSecond: objectsPerSecond(inputs),
+      inputs.mode !== 'inline' && inputs.throughputBytesPerSec > 0
+        ? inputs.throughputBytesPerSec / objectsPerSecond(inputs)
+        : 0,
+    objectsPerSecond: inputs.mode === 'inline' ? 0 : objectsPerSecond(inputs),
     stock,
     walproxy,
     stockUsd,
     walproxyUsd,
     savedUsd: stockUsd - walproxyUsd,
-    breakEvenBytesPerSec: breakEvenThroughput(inputs, perByteSaving, requestCost),
-    breakEvenObjectBytes,
+    breakEvenBytesPerSec: breakEvenThroughput(inputs, perByteSaving, economics.requestUsd),
+    breakEvenObjectBytes: economics.breakEvenObjectBytes,
   };
 }
 

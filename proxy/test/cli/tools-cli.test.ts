@@ -64,7 +64,7 @@ describe('walproxy operator commands', () => {
       '--residual=0',
     ]);
     expect(ok.code, ok.stderr).toBe(0);
-    expect(ok.stdout).toMatch(/saved per month: \$1,689\.96 \(81\.5 %\)/);
+    expect(ok.stdout).toMatch(/saved per month: \$1,588\.50 \(76\.6 %\)/);
     const bad = await run(['cost', '--throughput-mbps=fast', '--zones=0']);
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim().split('\n')).toEqual([

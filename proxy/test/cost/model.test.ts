@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseCostFlags } from '../../src/cli/cost-command.js';
-import { computeCost, crossZoneFollowers } from '../../src/cost/model.js';
+import { crossZoneFollowers } from '../../src/cost/economics.js';
+import { computeCost } from '../../src/cost/model.js';
 import { DEFAULT_PRICES, mergePrices } from '../../src/cost/prices.js';
 
 describe('walproxy cost', () => {
@@ -37,20 +38,25 @@ describe('walproxy cost', () => {
     expect(usd['S3E1Z retrieval (followers)']).toBeCloseTo(62.208, 6);
     // Storage: 20 MB/s × 600 s = 12 GB held × $0.11/GB-month = $1.32
     expect(usd['S3E1Z storage (retention)']).toBeCloseTo(1.32, 6);
-    // Total 146.448 + 165.888 + 7.776 + 62.208 + 1.32 = $383.64; saved $1,689.96
-    expect(cost.walproxyUsd).toBeCloseTo(383.64, 6);
-    expect(cost.savedUsd).toBeCloseTo(1_689.96, 6);
+    // Sidecar CPU at $0.0408 per vCPU-hour: proxying 35.6 s/GB × 51,840 GB = 512.64 h → $20.9157;
+    // the WAL path (172.7 − 35.6) = 137.1 s/GB → 1,974.24 h → $80.5490
+    expect(usd['sidecar CPU, proxying']).toBeCloseTo(20.915712, 6);
+    expect(usd['sidecar CPU, WAL path']).toBeCloseTo(80.548992, 6);
+    // Total 146.448 + 165.888 + 7.776 + 62.208 + 1.32 + 20.915712 + 80.548992 = $485.104704
+    expect(cost.walproxyUsd).toBeCloseTo(485.104704, 6);
+    expect(cost.savedUsd).toBeCloseTo(2_073.6 - 485.104704, 6);
 
     // Break-even object size: request cost per object (0.00113 + 2 × 0.00003) / 1,000 = $1.19e-6,
-    // divided by the saving per byte (0.04 − 0.0032 − 2 × 0.0006 − 0.11 × 600 / 2,592,000) / 1e9
-    // = 0.035574537… / 1e9 → 33,451.3 bytes
-    const perByte = (0.04 - 0.0032 - 0.0012 - (0.11 * 600) / 2_592_000) / 1e9;
+    // divided by the saving per byte (0.04 − 0.0032 − 2 × 0.0006 − 0.11 × 600 / 2,592,000
+    // − 137.1 × 0.0408 / 3,600) / 1e9 = 0.034020737… / 1e9 → 34,979 bytes
+    const perByte = (0.04 - 0.0032 - 0.0012 - (0.11 * 600) / 2_592_000 - (137.1 * 0.0408) / 3600) / 1e9;
     expect(cost.breakEvenObjectBytes).toBeCloseTo(1.19e-6 / perByte, 3);
-    expect(Math.round(cost.breakEvenObjectBytes!)).toBe(33_451);
+    expect(Math.round(cost.breakEvenObjectBytes!)).toBe(34_979);
     // Break-even throughput: the 50 ms linger seals at least 20 objects/s whatever the rate, a fixed
-    // $1.19e-6 × 20 = $2.38e-5 per second; the rate whose per-byte saving pays that:
-    // 2.38e-5 / perByte = 669,021 B/s ≈ 0.67 MB/s
-    expect(cost.breakEvenBytesPerSec).toBeCloseTo(2.38e-5 / perByte, 0);
+    // $1.19e-6 × 20 = $2.38e-5 per second; the rate whose per-byte saving, less the proxying CPU
+    // (35.6 × 0.0408 / 3,600 / 1e9 per byte), pays that: ≈ 0.71 MB/s
+    const withProxy = perByte - (35.6 * 0.0408) / 3600 / 1e9;
+    expect(cost.breakEvenBytesPerSec).toBeCloseTo(2.38e-5 / withProxy, 0);
   });
 
   it('counts followers in other zones with replicas spread round-robin', () => {
@@ -88,10 +94,41 @@ describe('walproxy cost', () => {
 
     expect(mergePrices({ putPer1k: 1, getPer1000: -1 }, 'p.json')).toEqual({
       errors: [
-        'p.json: unknown price "putPer1k" (known: source, crossZonePerGb, putPer1000, getPer1000, uploadPerGb, retrievalPerGb, storagePerGbMonth, freeBytesPerRequest)',
+        'p.json: unknown price "putPer1k" (known: source, region, storeClass, crossZonePerGb, putPer1000, getPer1000, uploadPerGb, retrievalPerGb, storagePerGbMonth, freeBytesPerRequest, vcpuHourUsd)',
         'p.json: "getPer1000" must be a number >= 0, got -1',
       ],
     });
+  });
+
+  it('with a latency budget, prices what the sealing policy would do: the WAL above 1.5 × break-even, inline below', () => {
+    const at = (mbps: string) => {
+      // The flags as yargs hands them over, defaults included.
+      const parsed = parseCostFlags({
+        'throughput-mbps': mbps,
+        brokers: '3',
+        'latency-budget-ms': '50',
+        'object-bytes': '1MB',
+        rf: '3',
+        zones: '3',
+        'linger-ms': '10',
+        retention: '1h',
+        residual: '0.0114',
+        'proxy-cpu-seconds-per-gb': '35.6',
+        'wal-cpu-seconds-per-gb': '137.1',
+      });
+      if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
+      return { ...parsed.parsed, cost: computeCost(parsed.parsed.inputs, parsed.parsed.prices) };
+    };
+    // 30 MB/s over 3 brokers, 50 ms: linger 50 − 15 − 3 − 2 = 30 ms, 10 MB/s × 30 ms = 300 KB objects.
+    const busy = at('30');
+    expect(busy.policy?.state).toMatchObject({ mode: 'wal', lingerMs: 30, objectBytes: 300_000 });
+    expect(busy.cost.effectiveObjectBytes).toBeCloseTo(300_000, 6);
+    // 0.3 MB/s: 3 KB objects would not pay; walproxy pays the stock transfer and its proxying CPU.
+    const quiet = at('0.3');
+    expect(quiet.policy?.state.mode).toBe('inline');
+    expect(quiet.cost.objectsPerSecond).toBe(0);
+    const cpu = quiet.cost.walproxy.find((l) => l.item === 'sidecar CPU, proxying')!.usd;
+    expect(quiet.cost.walproxyUsd).toBeCloseTo(quiet.cost.stockUsd + cpu, 9);
   });
 
   it('reports every bad flag at once, by name', () => {
