@@ -105,6 +105,7 @@ bench: build kafka system-deps versitygw
 	npx tsx e2e/bench/proxy-overhead.bench.ts
 	npx tsx e2e/bench/wal-writer.bench.ts
 	npx tsx e2e/bench/object-store.bench.ts
+	npx tsx e2e/bench/store-front.bench.ts
 	npx tsx e2e/bench/replication.bench.ts
 
 lint: deps
