@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps apt-install helm test test-unit e2e e2e-matrix e2e-compat demo bench lint format docs clean
+.PHONY: help deps build kafka system-deps apt-install helm versitygw test test-unit e2e e2e-matrix e2e-compat demo bench lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -63,20 +63,31 @@ helm:
 	  mkdir -p .cache/bin && GOBIN=$(CURDIR)/.cache/bin GOFLAGS=-buildvcs=false nice -n 19 go install \
 	    -ldflags '-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
 
+# versitygw (S3 API gateway, posix backend), pinned, built from the Go module proxy into .cache/bin:
+# the fast S3 server of the benchmarks and the store front's tests (e2e/src/s3/versitygw.ts).
+# Skipped when .cache/bin/versitygw already reports the pinned version (set by -ldflags, as the
+# project's own Makefile does; `go install` alone would report "git").
+VERSITYGW_VERSION := v1.8.0
+versitygw:
+	@if [ "$$(.cache/bin/versitygw --version 2>/dev/null | awk '$$1 == "Version" {print $$3}')" = "$(VERSITYGW_VERSION)" ]; then :; else \
+	  command -v go >/dev/null || { echo "make: go is required to build versitygw" >&2; exit 1; }; \
+	  mkdir -p .cache/bin && GOBIN=$(CURDIR)/.cache/bin GOFLAGS=-buildvcs=false nice -n 19 go install \
+	    -ldflags '-X main.Version=$(VERSITYGW_VERSION)' github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); fi
+
 test: test-unit e2e e2e-compat
 
 e2e-compat:
 	$(MAKE) --no-print-directory e2e-matrix KAFKA_MATRIX="$(KAFKA_COMPAT)" KAFKA_MATRIX_TESTS="$(KAFKA_COMPAT_TESTS)"
 
-test-unit: build helm
+test-unit: build helm versitygw
 	npx vitest run --project unit
 
-e2e: build kafka system-deps
+e2e: build kafka system-deps versitygw
 	npx vitest run --project e2e
 
 # The e2e suite (or KAFKA_MATRIX_TESTS) once per Kafka release in KAFKA_MATRIX, each on its own
 # jars; every release runs even when an earlier one fails, and the target fails if any did.
-e2e-matrix: build system-deps
+e2e-matrix: build system-deps versitygw
 	@failed=""; for v in $(KAFKA_MATRIX); do \
 	  echo "e2e-matrix: Kafka $$v" >&2; start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory kafka KAFKA_VERSION=$$v && KAFKA_VERSION=$$v npx vitest run --project e2e $(KAFKA_MATRIX_TESTS); \
@@ -88,12 +99,13 @@ e2e-matrix: build system-deps
 demo: build kafka
 	npx tsx e2e/src/demo.ts
 
-bench: build kafka system-deps
+bench: build kafka system-deps versitygw
 	npx tsx shared/bench/crc32c.bench.ts
 	npx tsx shared/bench/fetch-walk.bench.ts
 	npx tsx e2e/bench/proxy-overhead.bench.ts
 	npx tsx e2e/bench/wal-writer.bench.ts
 	npx tsx e2e/bench/object-store.bench.ts
+	npx tsx e2e/bench/store-front.bench.ts
 	npx tsx e2e/bench/replication.bench.ts
 
 lint: deps

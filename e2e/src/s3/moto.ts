@@ -10,6 +10,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { repoRoot } from '../cluster/paths.js';
+import { inNetns, type S3Server, type S3ServerPlacement, terminate } from './s3-server.js';
 
 const run = promisify(execFile);
 
@@ -18,7 +19,7 @@ export const MOTO_VERSION = '5.2.5';
 const REQUIREMENTS = [`moto[server,s3crc32c]==${MOTO_VERSION}`, 'crc32c==2.9.post0'];
 const EXPECTED_VERSIONS = `moto=${MOTO_VERSION} crc32c=2.9.post0`;
 
-export interface MotoServer {
+export interface MotoServer extends S3Server {
   /** `http://127.0.0.1:<port>`: an IP, so the SDK addresses directory buckets path-style. */
   readonly endpoint: string;
   /** The server's process id: tests pause it (SIGSTOP) to simulate an object-store outage. */
@@ -39,18 +40,13 @@ export interface MotoServer {
 export const MOTO_AUTHORIZATION =
   'AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0';
 
-export interface StartMotoOptions {
-  /** Milliseconds to wait for the started server to answer (installing moto is not counted). */
-  readyTimeoutMs?: number;
+/** `readyTimeoutMs` does not count installing moto. */
+export interface StartMotoOptions extends S3ServerPlacement {
   /**
    * Extra environment for the server, e.g. `INITIAL_NO_AUTH_ACTION_COUNT: '0'` to make moto check
    * access keys (any key not created through its IAM API is then refused).
    */
   env?: Record<string, string>;
-  /** Address to bind (default 127.0.0.1), e.g. the object store's address in a zone network. */
-  host?: string;
-  /** Network namespace to run the server in (e2e/src/net/zone-network.ts); absent: the caller's. */
-  netns?: string;
 }
 
 /**
@@ -112,9 +108,7 @@ export async function startMoto(options: StartMotoOptions = {}): Promise<MotoSer
   const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
   const serverArgs = ['-m', 'moto.server', '-H', options.host ?? '127.0.0.1', '-p', '0'];
   // `ip netns exec` execs the server, so the pid stays the server's (tests SIGSTOP it).
-  const [command, args] = options.netns
-    ? ['ip', ['netns', 'exec', options.netns, python, ...serverArgs]]
-    : [python, serverArgs];
+  const [command, args] = inNetns(options.netns, python, serverArgs);
   const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...options.env, PYTHONUNBUFFERED: '1' },
@@ -190,13 +184,4 @@ function httpStatus(url: string, method = 'GET'): Promise<number> {
     req.on('error', reject);
     req.end();
   });
-}
-
-async function terminate(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-  await exited;
-  clearTimeout(timer);
 }
