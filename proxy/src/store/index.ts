@@ -7,11 +7,14 @@ export {
 } from './errors.js';
 export { FileObjectStore, type FileStoreOptions } from './file-store.js';
 export {
+  abortedError,
   assertValidKey,
   assertValidPrefix,
   type ByteRange,
   type ObjectInfo,
   type ObjectStore,
+  type ObjectStoreCallOptions,
+  throwIfAborted,
 } from './object-store.js';
 export { type ObjectStoreOptions, openObjectStore } from './open-object-store.js';
 export { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
