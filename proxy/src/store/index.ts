@@ -17,6 +17,7 @@ export {
   throwIfAborted,
 } from './object-store.js';
 export { type ObjectStoreOptions, openObjectStore } from './open-object-store.js';
+export { encodeKey, resolveS3Signing, type S3Signing } from './s3-data-path.js';
 export { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
 export { isDirectoryBucket, S3ObjectStore, type S3StoreOptions } from './s3-store.js';
 export {
