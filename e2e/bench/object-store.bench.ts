@@ -1,94 +1,79 @@
 /**
- * Object store request latency against a local moto server, all variants in one run and
- * interleaved request by request, so a drift of the machine or the server hits every variant alike.
+ * What one WAL object request costs the client: the issue #13 experiment. N PUTs of a 400 KB WAL
+ * object (given as seal()'s header + 25 batch slices + footer), then N range GETs of 16 KB (one
+ * batch body, what a follower reads), per variant, interleaved request by request so a drift of
+ * the machine or the server hits every variant alike. Per variant: client CPU per request (user +
+ * system of this process, process.cpuUsage around each request; the server is another process)
+ * and p50/p99 wall time.
  *
- * - PUT of a 400 KB WAL object and range GET of 16 KB (one batch body, what a follower reads):
- *   the SDK's default NodeHttpHandler (keep-alive agent) versus an undici Agent behind a minimal
- *   smithy handler, with identical client settings; plus S3ObjectStore itself (the default handler,
- *   If-None-Match on, exact-range check) to show what the store adds.
- * - Baseline: the same requests with bare node:http and no SDK, i.e. the server's own floor.
- * - WAL object body shape: seal() yields header + batch slices + footer. One Buffer (the store
- *   concatenates) versus the same buffers as a stream body, which the SDK sends aws-chunked with a
- *   trailing checksum.
+ * - SDK, as before the lean path: @aws-sdk/client-s3 with the store's settings (keep-alive
+ *   agent, If-None-Match, Buffer.concat of the parts, GET body through transformToByteArray).
+ * - lean S3ObjectStore: the store as it is (S3DataPath over node:http keep-alive).
+ * - lean signer over undici: the same signing (resolveS3Signing) and headers sent through an
+ *   undici Pool, to compare the two HTTP clients under the same work.
  *
- * Run: npx tsx e2e/bench/object-store.bench.ts [N]   (N defaults to 300)
+ * Server: versitygw (posix backend in a temporary directory, keep-alive; the default, it checks
+ * signatures and is not the bottleneck) or moto (closes every connection; slow).
+ *
+ * Run: flock /tmp/walproxy-e2e.lock npx tsx e2e/bench/object-store.bench.ts [N] [versitygw|moto]
+ * (N defaults to 300; versitygw from .cache/bin/versitygw or $VERSITYGW_BIN, see `make versitygw`)
  */
 import { randomBytes } from 'node:crypto';
-import { Agent as HttpAgent, request as httpRequest } from 'node:http';
-import { Readable } from 'node:stream';
+import { Agent as HttpAgent } from 'node:http';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { crc32 } from 'node:zlib';
 import { GetObjectCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
-import { openObjectStore } from '@walproxy/proxy';
-import { Agent as UndiciAgent } from 'undici';
-import { MOTO_AUTHORIZATION, startMoto } from '../src/s3/moto.js';
+import { encodeKey, openObjectStore, resolveS3Signing } from '@walproxy/proxy';
+import { Pool } from 'undici';
+import { repoRoot } from '../src/cluster/paths.js';
+import { startMoto } from '../src/s3/moto.js';
 
 const N = Number(process.argv[2] ?? 300);
+const SERVER = process.argv[3] ?? 'versitygw';
 const WARMUP = 20;
 const OBJECT_BYTES = 400 * 1024;
 const RANGE = { offset: 100_000, length: 16 * 1024 };
 const BUCKET = 'walproxy-bench';
 const MAX_SOCKETS = 64;
+const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
 
-/** The smallest smithy HttpHandler over undici: enough for S3 with Buffer bodies. */
-class UndiciHandler {
-  readonly metadata = { handlerProtocol: 'http/1.1' };
-  readonly #agent = new UndiciAgent({ connections: MAX_SOCKETS });
-  updateHttpClientConfig(): void {}
-  httpHandlerConfigs(): Record<string, never> {
-    return {};
-  }
-  destroy(): void {
-    void this.#agent.close();
-  }
-  async handle(
-    request: {
-      protocol: string;
-      hostname: string;
-      port?: number;
-      method: string;
-      path: string;
-      query?: Record<string, string | string[] | null>;
-      headers: Record<string, string>;
-      body?: unknown;
-    },
-    options: { abortSignal?: AbortSignal } = {},
-  ) {
-    const query = Object.entries(request.query ?? {})
-      .flatMap(([k, v]) => (v === null ? [[k]] : (Array.isArray(v) ? v : [v]).map((one) => [k, one])))
-      .map((pair) => pair.map(encodeURIComponent).join('='))
-      .join('&');
-    // undici derives Host from the origin and refuses a caller's copy.
-    const { host: _host, ...headers } = request.headers;
-    const res = await this.#agent.request({
-      origin: `${request.protocol}//${request.hostname}${request.port ? `:${request.port}` : ''}`,
-      path: query === '' ? request.path : `${request.path}?${query}`,
-      method: request.method as 'GET',
-      headers,
-      body: (request.body ?? null) as Buffer | null,
-      signal: options.abortSignal ?? null,
-    });
-    const flat: Record<string, string> = {};
-    for (const [k, v] of Object.entries(res.headers))
-      if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
-    return { response: { statusCode: res.statusCode, headers: flat, body: res.body } };
-  }
+interface Server {
+  endpoint: string;
+  createBucket(name: string): Promise<void>;
+  stop(): Promise<void>;
 }
 
-const moto = await startMoto();
+async function startServer(): Promise<Server> {
+  if (SERVER === 'moto') return startMoto();
+  // The starter lives with the store's contract tests; loaded by path, as e2e/ does not compile
+  // proxy/test/.
+  const starter = (await import(pathToFileURL(join(repoRoot(), 'proxy/test/store/versitygw.ts')).href)) as {
+    versityGwBinary(): string | undefined;
+    startVersityGw(binary: string): Promise<Server>;
+  };
+  const binary = starter.versityGwBinary();
+  if (binary === undefined)
+    throw new Error('no versitygw at .cache/bin/versitygw or $VERSITYGW_BIN: run `make versitygw`');
+  return starter.startVersityGw(binary);
+}
+
+const server = await startServer();
+await server.createBucket(BUCKET);
 const base: S3ClientConfig = {
   region: 'us-east-1',
-  endpoint: moto.endpoint,
+  endpoint: server.endpoint,
   forcePathStyle: true,
-  credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
+  credentials,
 };
-const nodeClient = new S3Client({
+const sdk = new S3Client({
   ...base,
   requestHandler: { httpAgent: new HttpAgent({ keepAlive: true, maxSockets: MAX_SOCKETS }) },
 });
-const undiciClient = new S3Client({ ...base, requestHandler: new UndiciHandler() as never });
-const store = openObjectStore(`s3://${BUCKET}/store`, base as never);
-const rawAgent = new HttpAgent({ keepAlive: true, maxSockets: MAX_SOCKETS });
+const store = openObjectStore(`s3://${BUCKET}/lean`, base as never);
+const signing = await resolveS3Signing(sdk, BUCKET);
+const pool = new Pool(`${signing.protocol}//${signing.host}`, { connections: MAX_SOCKETS });
 
-await moto.createBucket(BUCKET);
 const body = randomBytes(OBJECT_BYTES);
 // What seal() hands over for a 400 KB object of ~16 KB batches: header, 25 slices, footer+trailer.
 const parts = [
@@ -97,72 +82,113 @@ const parts = [
   body.subarray(28 + 25 * 16_000),
 ];
 
+async function undiciPut(key: string): Promise<void> {
+  let crc = 0;
+  for (const part of parts) crc = crc32(part, crc);
+  const checksum = Buffer.alloc(4);
+  checksum.writeUInt32BE(crc >>> 0);
+  const path = `${signing.basePath}/${encodeKey(key)}`;
+  const { host: _host, ...headers } = await signing.sign(
+    {
+      method: 'PUT',
+      path,
+      headers: {
+        host: signing.host,
+        'content-length': String(OBJECT_BYTES),
+        'x-amz-content-sha256': 'UNSIGNED-PAYLOAD',
+        'x-amz-checksum-crc32': checksum.toString('base64'),
+        'if-none-match': '*',
+      },
+    },
+    new Date(),
+  );
+  // undici derives Host from the origin (the same value) and refuses a caller's copy. It writes an
+  // iterable body chunk by chunk (its types list only single-buffer and stream bodies).
+  const res = await pool.request({ path, method: 'PUT', headers, body: parts as unknown as Buffer });
+  await res.body.dump();
+  if (res.statusCode !== 200) throw new Error(`undici PUT ${key}: ${res.statusCode}`);
+}
+
+async function undiciGet(key: string): Promise<Buffer> {
+  const path = `${signing.basePath}/${encodeKey(key)}`;
+  const { host: _host, ...headers } = await signing.sign(
+    {
+      method: 'GET',
+      path,
+      headers: {
+        host: signing.host,
+        range: `bytes=${RANGE.offset}-${RANGE.offset + RANGE.length - 1}`,
+        'x-amz-content-sha256': 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+      },
+    },
+    new Date(),
+  );
+  const res = await pool.request({ path, method: 'GET', headers });
+  const out = Buffer.allocUnsafe(RANGE.length);
+  let filled = 0;
+  for await (const chunk of res.body as AsyncIterable<Buffer>) {
+    chunk.copy(out, filled);
+    filled += chunk.length;
+  }
+  if (res.statusCode !== 206 || filled !== RANGE.length)
+    throw new Error(`undici GET ${key}: ${res.statusCode}`);
+  return out;
+}
+
 type Op = (i: number) => Promise<unknown>;
-const sdkPut =
-  (client: S3Client, name: string): Op =>
-  (i) =>
-    client.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${name}/${i}`, Body: body }));
-const sdkGet =
-  (client: S3Client, name: string): Op =>
-  async (i) => {
-    const out = await client.send(
+const putVariants: Record<string, Op> = {
+  'SDK, as before': (i) =>
+    sdk.send(
+      new PutObjectCommand({
+        Bucket: BUCKET,
+        Key: `sdk/${i}`,
+        Body: Buffer.concat(parts),
+        ContentLength: OBJECT_BYTES,
+        IfNoneMatch: '*',
+      }),
+    ),
+  'lean S3ObjectStore': (i) => store.put(`${i}`, parts),
+  'lean signer, undici': (i) => undiciPut(`undici/${i}`),
+};
+const getVariants: Record<string, Op> = {
+  'SDK, as before': async (i) => {
+    const out = await sdk.send(
       new GetObjectCommand({
         Bucket: BUCKET,
-        Key: `${name}/${i}`,
+        Key: `sdk/${i}`,
         Range: `bytes=${RANGE.offset}-${RANGE.offset + RANGE.length - 1}`,
       }),
     );
     return out.Body!.transformToByteArray();
-  };
-const raw = (method: 'PUT' | 'GET', path: string, payload?: Buffer) =>
-  new Promise<void>((resolve, reject) => {
-    const headers: Record<string, string> =
-      payload === undefined
-        ? {
-            authorization: MOTO_AUTHORIZATION,
-            range: `bytes=${RANGE.offset}-${RANGE.offset + RANGE.length - 1}`,
-          }
-        : { authorization: MOTO_AUTHORIZATION, 'content-length': String(payload.length) };
-    const req = httpRequest(`${moto.endpoint}${path}`, { method, agent: rawAgent, headers }, (res) => {
-      res.on('data', () => undefined);
-      res.on('end', () =>
-        res.statusCode! < 300 ? resolve() : reject(new Error(`${method} ${path}: ${res.statusCode}`)),
-      );
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
-
-const putVariants: Record<string, Op> = {
-  'node:http (SDK default)': sdkPut(nodeClient, 'node'),
-  'undici Agent': sdkPut(undiciClient, 'undici'),
-  'S3ObjectStore (default)': (i) => store.put(`store/${i}`, body),
-  'raw node:http, no SDK': (i) => raw('PUT', `/${BUCKET}/raw/${i}`, body),
-  'Buffer[] concat → PUT': (i) => store.put(`parts/${i}`, parts),
-  'Buffer[] stream → PUT': (i) =>
-    nodeClient.send(
-      new PutObjectCommand({
-        Bucket: BUCKET,
-        Key: `stream/${i}`,
-        Body: Readable.from(parts),
-        ContentLength: OBJECT_BYTES,
-      }),
-    ),
-};
-const getVariants: Record<string, Op> = {
-  'node:http (SDK default)': sdkGet(nodeClient, 'node'),
-  'undici Agent': sdkGet(undiciClient, 'undici'),
-  'S3ObjectStore (default)': (i) => store.get(`store/${i}`, RANGE),
-  'raw node:http, no SDK': (i) => raw('GET', `/${BUCKET}/raw/${i}`),
+  },
+  'lean S3ObjectStore': (i) => store.get(`${i}`, RANGE),
+  'lean signer, undici': (i) => undiciGet(`undici/${i}`),
 };
 
-async function measure(variants: Record<string, Op>): Promise<Map<string, number[]>> {
-  const samples = new Map<string, number[]>(Object.keys(variants).map((name) => [name, []]));
+interface Samples {
+  wallMs: number[];
+  cpuUs: number;
+  /** The kernel's share of cpuUs: mostly copying the bodies through the sockets. */
+  systemUs: number;
+}
+
+async function measure(variants: Record<string, Op>): Promise<Map<string, Samples>> {
+  const samples = new Map<string, Samples>(
+    Object.keys(variants).map((name) => [name, { wallMs: [], cpuUs: 0, systemUs: 0 }]),
+  );
   for (let i = 0; i < WARMUP + N; i++) {
     for (const [name, op] of Object.entries(variants)) {
+      const cpu = process.cpuUsage();
       const start = performance.now();
       await op(i);
-      if (i >= WARMUP) samples.get(name)!.push(performance.now() - start);
+      const wall = performance.now() - start;
+      const used = process.cpuUsage(cpu);
+      if (i >= WARMUP) {
+        const s = samples.get(name)!;
+        s.wallMs.push(wall);
+        s.cpuUs += used.user + used.system;
+        s.systemUs += used.system;
+      }
     }
   }
   return samples;
@@ -173,39 +199,27 @@ function quantile(values: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 }
 
-function report(title: string, samples: Map<string, number[]>, reference: string): void {
-  const ref = samples.get(reference)!;
-  console.log(`\n${title} (N=${N} each, ms)`);
-  console.log(`${'variant'.padEnd(26)}${'p50'.padStart(8)}${'p99'.padStart(8)}  p50/ref  p99/ref`);
-  for (const [name, values] of samples) {
-    const p50 = quantile(values, 0.5);
-    const p99 = quantile(values, 0.99);
+function report(title: string, samples: Map<string, Samples>): void {
+  console.log(`\n${title} (N=${N} each)`);
+  console.log(
+    `${'variant'.padEnd(22)}${'CPU ms/req'.padStart(12)}${'of it sys'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}`,
+  );
+  for (const [name, s] of samples) {
     console.log(
-      `${name.padEnd(26)}${p50.toFixed(2).padStart(8)}${p99.toFixed(2).padStart(8)}  ${(p50 / quantile(ref, 0.5)).toFixed(2).padStart(7)}  ${(p99 / quantile(ref, 0.99)).toFixed(2).padStart(7)}`,
+      `${name.padEnd(22)}${(s.cpuUs / 1000 / N).toFixed(2).padStart(12)}${(s.systemUs / 1000 / N).toFixed(2).padStart(11)}${quantile(s.wallMs, 0.5).toFixed(2).padStart(9)}${quantile(s.wallMs, 0.99).toFixed(2).padStart(9)}`,
     );
   }
 }
 
-function concatCost(): number {
-  const rounds = 2_000;
-  const start = performance.now();
-  for (let i = 0; i < rounds; i++) Buffer.concat(parts);
-  return ((performance.now() - start) / rounds) * 1000;
-}
-
 try {
   console.log(
-    `moto ${moto.endpoint}; ${OBJECT_BYTES / 1024} KB PUTs, ${RANGE.length / 1024} KB range GETs, warm-up ${WARMUP}`,
+    `${SERVER} ${server.endpoint}; ${OBJECT_BYTES / 1024} KB PUTs (${parts.length} buffers), ${RANGE.length / 1024} KB range GETs, warm-up ${WARMUP}`,
   );
-  report(`PUT ${OBJECT_BYTES / 1024} KB`, await measure(putVariants), 'node:http (SDK default)');
-  report(`GET range ${RANGE.length / 1024} KB`, await measure(getVariants), 'node:http (SDK default)');
-  console.log(
-    `\nBuffer.concat of seal()'s ${parts.length} parts (${OBJECT_BYTES / 1024} KB): ${concatCost().toFixed(1)} µs`,
-  );
+  report(`PUT ${OBJECT_BYTES / 1024} KB`, await measure(putVariants));
+  report(`GET range ${RANGE.length / 1024} KB`, await measure(getVariants));
 } finally {
-  nodeClient.destroy();
-  undiciClient.destroy();
+  sdk.destroy();
   await store.close();
-  rawAgent.destroy();
-  await moto.stop();
+  await pool.close();
+  await server.stop();
 }

@@ -1,4 +1,3 @@
-import { parseS3EncryptionFlags, parseS3Flags } from './cli/s3-flags.js';
 import {
   type KafkaClientSecurity,
   type ListenerTlsConfig,
@@ -8,6 +7,7 @@ import {
 } from './cli/security-flags.js';
 import type { HostPort } from './net/proxy-listener.js';
 import type { ObjectStoreOptions } from './store/index.js';
+import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
 import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
 

@@ -23,6 +23,12 @@ export const OBJECT_STORE_ERROR_CODES = {
   WALPROXY_ERR_STORE_INVALID_RANGE: { retriable: false },
   /** A store URL, option, key or prefix this store refuses before any I/O. */
   WALPROXY_ERR_STORE_INVALID_ARGUMENT: { retriable: false },
+  /**
+   * The caller's AbortSignal fired (its deadline passed, or it gave up) or the store was closed
+   * while the call was in flight: the outcome of a put is then unknown. Not retriable as such;
+   * the `cause` is the signal's reason (a `TimeoutError` DOMException for `AbortSignal.timeout`).
+   */
+  WALPROXY_ERR_STORE_ABORTED: { retriable: false },
   /** Anything else; retriable when the store said so (5xx, throttling, a full disk). */
   WALPROXY_ERR_STORE_OTHER: { retriable: false },
 } as const satisfies Record<string, { retriable: boolean }>;

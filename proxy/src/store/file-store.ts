@@ -9,6 +9,8 @@ import {
   type ByteRange,
   type ObjectInfo,
   type ObjectStore,
+  type ObjectStoreCallOptions,
+  throwIfAborted,
 } from './object-store.js';
 
 export interface FileStoreOptions {
@@ -32,6 +34,8 @@ export class FileObjectStore implements ObjectStore {
   readonly url: string;
   readonly #root: string;
   readonly #fsync: boolean;
+  /** Fired by close(): calls in flight stop at their next step. */
+  readonly #closing = new AbortController();
 
   constructor(url: string, root: string, options: FileStoreOptions = {}) {
     this.url = url;
@@ -39,13 +43,20 @@ export class FileObjectStore implements ObjectStore {
     this.#fsync = options.fsync ?? false;
   }
 
-  async put(key: string, body: Buffer | readonly Buffer[]): Promise<void> {
+  async put(
+    key: string,
+    body: Buffer | readonly Buffer[],
+    options: ObjectStoreCallOptions = {},
+  ): Promise<void> {
     this.#assertKey(key);
+    this.#checkAborted(options.signal, 'put', key);
     const path = this.#path(key);
     const dir = dirname(path);
     const temp = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
     try {
       await this.#writeTemp(dir, temp, Buffer.isBuffer(body) ? [body] : body);
+      // The last point where an aborted put can still leave nothing behind.
+      this.#checkAborted(options.signal, 'put', key);
       try {
         await link(temp, path);
       } catch (err) {
@@ -68,9 +79,10 @@ export class FileObjectStore implements ObjectStore {
     }
   }
 
-  async get(key: string, range?: ByteRange): Promise<Buffer> {
+  async get(key: string, range?: ByteRange, options: ObjectStoreCallOptions = {}): Promise<Buffer> {
     this.#assertKey(key);
     if (range !== undefined) assertValidRange(key, range);
+    this.#checkAborted(options.signal, 'get', key);
     let file: FileHandle | undefined;
     try {
       file = await open(this.#path(key), 'r');
@@ -87,6 +99,7 @@ export class FileObjectStore implements ObjectStore {
       const out = Buffer.allocUnsafe(length);
       let done = 0;
       while (done < length) {
+        this.#checkAborted(options.signal, 'get', key);
         const { bytesRead } = await file.read(out, done, length - done, offset + done);
         if (bytesRead === 0) {
           throw new ObjectStoreError(
@@ -107,8 +120,9 @@ export class FileObjectStore implements ObjectStore {
     }
   }
 
-  async head(key: string): Promise<{ size: number } | undefined> {
+  async head(key: string, options: ObjectStoreCallOptions = {}): Promise<{ size: number } | undefined> {
     this.#assertKey(key);
+    this.#checkAborted(options.signal, 'head', key);
     try {
       const info = await stat(this.#path(key));
       return info.isFile() ? { size: info.size } : undefined;
@@ -158,7 +172,14 @@ export class FileObjectStore implements ObjectStore {
   }
 
   async close(): Promise<void> {
-    // Nothing to release: every operation opens and closes its own files.
+    // Every operation opens and closes its own files; there is nothing else to release.
+    this.#closing.abort(new Error('the store was closed'));
+  }
+
+  /** A single filesystem call cannot be interrupted, so a signal is honoured between them. */
+  #checkAborted(signal: AbortSignal | undefined, op: string, key: string): void {
+    throwIfAborted(this.#closing.signal, `${op} ${this.#describe(key)}`, key);
+    throwIfAborted(signal, `${op} ${this.#describe(key)}`, key);
   }
 
   async #writeTemp(dir: string, temp: string, chunks: readonly Buffer[]): Promise<void> {

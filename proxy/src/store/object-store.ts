@@ -14,6 +14,15 @@ export interface ObjectInfo {
 }
 
 /**
+ * Per-call options of the data-path operations. `signal` bounds the call as a whole, retries and
+ * backoff included: when it fires the call rejects at once with WALPROXY_ERR_STORE_ABORTED and its
+ * connection is dropped. A deadline is `AbortSignal.timeout(ms)`.
+ */
+export interface ObjectStoreCallOptions {
+  signal?: AbortSignal | undefined;
+}
+
+/**
  * Where WAL objects live. Keys are relative to the store's URL, `/`-separated, and written once:
  * a put never replaces an existing object, so a reader that saw an object always sees the same
  * bytes (the WAL's references point at byte ranges, which must never move).
@@ -23,16 +32,17 @@ export interface ObjectStore {
   readonly url: string;
   /**
    * Stores `body` (the buffers in order) under `key`, all or nothing: no reader ever sees a partial
-   * object. Fails with WALPROXY_ERR_STORE_ALREADY_EXISTS when the key is taken.
+   * object. Fails with WALPROXY_ERR_STORE_ALREADY_EXISTS when the key is taken. A put that was
+   * aborted may or may not have stored the object.
    */
-  put(key: string, body: Buffer | readonly Buffer[]): Promise<void>;
+  put(key: string, body: Buffer | readonly Buffer[], options?: ObjectStoreCallOptions): Promise<void>;
   /**
    * The whole object, or exactly `range.length` bytes at `range.offset`; a range that runs past the
    * end fails with WALPROXY_ERR_STORE_INVALID_RANGE rather than returning fewer bytes. WALPROXY_ERR_STORE_NOT_FOUND if absent.
    */
-  get(key: string, range?: ByteRange): Promise<Buffer>;
+  get(key: string, range?: ByteRange, options?: ObjectStoreCallOptions): Promise<Buffer>;
   /** The object's size, or undefined when there is no such key. */
-  head(key: string): Promise<{ size: number } | undefined>;
+  head(key: string, options?: ObjectStoreCallOptions): Promise<{ size: number } | undefined>;
   /** Every object whose key starts with `prefix`, in no particular order (S3 Express lists unordered). */
   list(prefix: string): AsyncIterable<ObjectInfo>;
   /** Deletes the keys; keys that do not exist are not an error (as in S3). */
@@ -42,7 +52,10 @@ export interface ObjectStore {
    * not exist, cannot be reached, or refuses these credentials a write.
    */
   validate(): Promise<void>;
-  /** Releases connections; the store is unusable afterwards. */
+  /**
+   * Aborts every call in flight (they reject with WALPROXY_ERR_STORE_ABORTED) and releases
+   * connections; the store is unusable afterwards.
+   */
   close(): Promise<void>;
 }
 
@@ -90,6 +103,22 @@ export function assertValidRange(key: string, range: ByteRange): void {
       { key },
     );
   }
+}
+
+/** The error of a call whose signal fired; `what` names the call, e.g. `GetObject s3://b/k`. */
+export function abortedError(signal: AbortSignal, what: string, key?: string): ObjectStoreError {
+  const reason: unknown = signal.reason;
+  const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
+  return new ObjectStoreError(
+    'WALPROXY_ERR_STORE_ABORTED',
+    `${what}: ${timedOut ? 'the deadline passed' : `aborted (${reason instanceof Error ? reason.message : String(reason)})`}`,
+    { key, cause: reason },
+  );
+}
+
+/** Throws `abortedError` when the signal has already fired. */
+export function throwIfAborted(signal: AbortSignal | undefined, what: string, key?: string): void {
+  if (signal?.aborted) throw abortedError(signal, what, key);
 }
 
 function invalidKey(key: string, why: string): ObjectStoreError {

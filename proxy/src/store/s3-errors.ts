@@ -2,7 +2,14 @@ import { ObjectStoreError } from './errors.js';
 
 /** What the SDK error was about, to name it in the message and to read an ambiguous 404. */
 export interface S3ErrorContext {
-  operation: 'HeadBucket' | 'PutObject' | 'GetObject' | 'HeadObject' | 'ListObjectsV2' | 'DeleteObjects';
+  operation:
+    | 'HeadBucket'
+    | 'PutObject'
+    | 'GetObject'
+    | 'HeadObject'
+    | 'ListObjectsV2'
+    | 'DeleteObjects'
+    | 'CreateSession';
   bucket: string;
   /** The store's prefix inside the bucket (`''` or ending in `/`). */
   keyPrefix: string;
@@ -62,7 +69,10 @@ interface SdkErrorShape {
   $metadata?: { httpStatusCode?: number };
 }
 
-/** Maps whatever @aws-sdk/client-s3 threw to the store's typed error, with a message that says why. */
+/**
+ * Maps whatever @aws-sdk/client-s3 threw, or what the lean data path (s3-data-path.ts) read from
+ * an error answer in the same shape, to the store's typed error, with a message that says why.
+ */
 export function classifyS3Error(err: unknown, context: S3ErrorContext): ObjectStoreError {
   if (err instanceof ObjectStoreError) return err;
   const e = (typeof err === 'object' && err !== null ? err : {}) as SdkErrorShape;

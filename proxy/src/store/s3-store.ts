@@ -1,28 +1,31 @@
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { isIP } from 'node:net';
 import {
+  CreateSessionCommand,
   DeleteObjectsCommand,
-  GetObjectCommand,
   HeadBucketCommand,
-  HeadObjectCommand,
   ListObjectsV2Command,
   type ListObjectsV2CommandOutput,
-  PutObjectCommand,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
-import { ObjectStoreError } from './errors.js';
+import type { ObjectStoreError } from './errors.js';
 import {
+  abortedError,
   assertValidKey,
   assertValidPrefix,
   assertValidRange,
   type ByteRange,
   type ObjectInfo,
   type ObjectStore,
+  type ObjectStoreCallOptions,
 } from './object-store.js';
+import { S3_DATA_PATH_DEFAULTS, S3DataPath } from './s3-data-path.js';
 import { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
+import { type S3ExpressSession, S3ExpressSessions } from './s3-express-sessions.js';
 
 export interface S3StoreOptions {
   /** AWS region; defaults to the SDK's chain (AWS_REGION, profile). Directory buckets need their own. */
@@ -42,7 +45,7 @@ export interface S3StoreOptions {
   conditionalPut?: boolean;
   /** Upper bound of open connections to the store; they are kept alive and reused. */
   maxSockets?: number;
-  /** SDK attempts per operation, including the first (the SDK's default is 3). */
+  /** Attempts per operation, including the first (3, as the SDK's default). */
   maxAttempts?: number;
   /** Milliseconds one HTTP request may take before it fails (as WALPROXY_ERR_STORE_UNREACHABLE) and is retried. */
   requestTimeoutMs?: number;
@@ -71,9 +74,12 @@ const DELETE_BATCH = 1000;
 
 /**
  * Objects in an S3 bucket (standard or S3 Express One Zone directory bucket) under a key prefix.
- * Bodies go out as Buffers, never streams: a stream body makes the SDK switch to aws-chunked
- * encoding with a trailing checksum, which several S3-compatible stores mishandle, and WAL objects
- * are in memory anyway.
+ * put, get and head (the data path, per WAL object) go through S3DataPath: plain keep-alive HTTP
+ * signed with the SDK's signer. list, delete and HeadBucket (control plane, rare) stay on the SDK,
+ * as does CreateSession. Bodies are Buffers, never streams: a stream body would make the SDK send
+ * aws-chunked encoding with a trailing checksum, which several S3-compatible stores mishandle, and
+ * WAL objects are in memory anyway; the data path writes a Buffer[] body as it is, with a
+ * Content-Length, without concatenating it.
  */
 export class S3ObjectStore implements ObjectStore {
   readonly url: string;
@@ -81,23 +87,20 @@ export class S3ObjectStore implements ObjectStore {
   /** `''` or a prefix ending in `/`, prepended to every key. */
   readonly keyPrefix: string;
   readonly #client: S3Client;
-  readonly #conditionalPut: boolean;
+  readonly #dataPath: S3DataPath;
+  readonly #sessions: S3ExpressSessions;
   readonly #target: string;
-  readonly #encryption: { ServerSideEncryption?: S3ServerSideEncryption; SSEKMSKeyId?: string };
+  /** Fired by close(), so the SDK's calls in flight end too. */
+  readonly #closing = new AbortController();
 
   constructor(url: string, bucket: string, keyPrefix: string, options: S3StoreOptions = {}) {
     this.url = url;
     this.bucket = bucket;
     this.keyPrefix = keyPrefix;
-    this.#conditionalPut = options.conditionalPut ?? true;
-    this.#encryption = {
-      ...(options.serverSideEncryption ? { ServerSideEncryption: options.serverSideEncryption } : {}),
-      ...(options.serverSideEncryption === 'aws:kms' && options.sseKmsKeyId
-        ? { SSEKMSKeyId: options.sseKmsKeyId }
-        : {}),
-    };
     this.#target =
       options.endpoint ?? `AWS${options.region === undefined ? '' : ` region ${options.region}`}`;
+    setMaxListeners(0, this.#closing.signal);
+    this.#sessions = new S3ExpressSessions((name, signal) => this.#createSession(name, signal));
     const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 64 };
     const config: S3ClientConfig = {
       requestHandler: {
@@ -108,6 +111,9 @@ export class S3ObjectStore implements ObjectStore {
         throwOnRequestTimeout: true,
         connectionTimeout: options.connectionTimeoutMs ?? 3_000,
       },
+      // One session cache for the data path and the SDK's own calls, without the SDK's unhandled
+      // rejection when a background refresh fails (s3-express-sessions.ts).
+      s3ExpressIdentityProvider: this.#sessions,
     };
     if (options.region !== undefined) config.region = options.region;
     if (options.endpoint !== undefined) config.endpoint = options.endpoint;
@@ -131,69 +137,41 @@ export class S3ObjectStore implements ObjectStore {
         { step: 'build', name: 'walproxyS3ExpressDoubleSlashFix' },
       );
     }
-  }
-
-  async put(key: string, body: Buffer | readonly Buffer[]): Promise<void> {
-    assertValidKey(key);
-    // The SDK needs one contiguous body to sign, checksum and send with a Content-Length.
-    const bytes = Buffer.isBuffer(body) ? body : Buffer.concat(body);
-    try {
-      await this.#client.send(
-        new PutObjectCommand({
-          Bucket: this.bucket,
-          Key: this.keyPrefix + key,
-          Body: bytes,
-          ContentLength: bytes.length,
-          ...(this.#conditionalPut ? { IfNoneMatch: '*' } : {}),
-          ...this.#encryption,
-        }),
-      );
-    } catch (err) {
-      throw this.#error(err, 'PutObject', key);
+    const putHeaders: Record<string, string> = {};
+    if (options.conditionalPut ?? true) putHeaders['if-none-match'] = '*';
+    if (options.serverSideEncryption !== undefined) {
+      putHeaders['x-amz-server-side-encryption'] = options.serverSideEncryption;
+      if (options.serverSideEncryption === 'aws:kms' && options.sseKmsKeyId) {
+        putHeaders['x-amz-server-side-encryption-aws-kms-key-id'] = options.sseKmsKeyId;
+      }
     }
+    this.#dataPath = new S3DataPath(this.#client, {
+      bucket,
+      keyPrefix,
+      target: this.#target,
+      putHeaders,
+      sessions: this.#sessions,
+      maxSockets: options.maxSockets ?? S3_DATA_PATH_DEFAULTS.maxSockets,
+      maxAttempts: options.maxAttempts ?? S3_DATA_PATH_DEFAULTS.maxAttempts,
+      requestTimeoutMs: options.requestTimeoutMs ?? S3_DATA_PATH_DEFAULTS.requestTimeoutMs,
+      connectionTimeoutMs: options.connectionTimeoutMs ?? S3_DATA_PATH_DEFAULTS.connectionTimeoutMs,
+    });
   }
 
-  async get(key: string, range?: ByteRange): Promise<Buffer> {
+  async put(key: string, body: Buffer | readonly Buffer[], options?: ObjectStoreCallOptions): Promise<void> {
+    assertValidKey(key);
+    await this.#dataPath.put(key, body, options);
+  }
+
+  async get(key: string, range?: ByteRange, options?: ObjectStoreCallOptions): Promise<Buffer> {
     assertValidKey(key);
     if (range !== undefined) assertValidRange(key, range);
-    try {
-      const out = await this.#client.send(
-        new GetObjectCommand({
-          Bucket: this.bucket,
-          Key: this.keyPrefix + key,
-          ...(range === undefined
-            ? {}
-            : { Range: `bytes=${range.offset}-${range.offset + range.length - 1}` }),
-        }),
-      );
-      const bytes = await out.Body!.transformToByteArray();
-      const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      // S3 answers a range that runs past the end with the bytes it has; callers asked for exact bytes.
-      if (range !== undefined && buffer.length !== range.length) {
-        throw new ObjectStoreError(
-          'WALPROXY_ERR_STORE_INVALID_RANGE',
-          `GetObject s3://${this.bucket}/${this.keyPrefix}${key}: asked for ${range.length} bytes at offset ${range.offset}, the object has ${buffer.length} there (${out.ContentRange ?? 'no Content-Range'})`,
-          { key },
-        );
-      }
-      return buffer;
-    } catch (err) {
-      throw this.#error(err, 'GetObject', key);
-    }
+    return this.#dataPath.get(key, range, options);
   }
 
-  async head(key: string): Promise<{ size: number } | undefined> {
+  async head(key: string, options?: ObjectStoreCallOptions): Promise<{ size: number } | undefined> {
     assertValidKey(key);
-    try {
-      const out = await this.#client.send(
-        new HeadObjectCommand({ Bucket: this.bucket, Key: this.keyPrefix + key }),
-      );
-      return { size: out.ContentLength ?? 0 };
-    } catch (err) {
-      if ((err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404)
-        return undefined;
-      throw this.#error(err, 'HeadObject', key);
-    }
+    return this.#dataPath.head(key, options);
   }
 
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
@@ -212,6 +190,7 @@ export class S3ObjectStore implements ObjectStore {
             ...(listPrefix === '' ? {} : { Prefix: listPrefix }),
             ...(token === undefined ? {} : { ContinuationToken: token }),
           }),
+          { abortSignal: this.#closing.signal },
         );
       } catch (err) {
         throw this.#error(err, 'ListObjectsV2');
@@ -239,6 +218,7 @@ export class S3ObjectStore implements ObjectStore {
             Bucket: this.bucket,
             Delete: { Objects: batch.map((key) => ({ Key: this.keyPrefix + key })), Quiet: true },
           }),
+          { abortSignal: this.#closing.signal },
         );
         errors = out.Errors;
       } catch (err) {
@@ -258,7 +238,9 @@ export class S3ObjectStore implements ObjectStore {
 
   async validate(): Promise<void> {
     try {
-      await this.#client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+      await this.#client.send(new HeadBucketCommand({ Bucket: this.bucket }), {
+        abortSignal: this.#closing.signal,
+      });
     } catch (err) {
       throw this.#error(err, 'HeadBucket');
     }
@@ -270,7 +252,27 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async close(): Promise<void> {
+    this.#closing.abort(new Error('the store was closed'));
+    this.#dataPath.close();
+    this.#sessions.close();
     this.#client.destroy();
+  }
+
+  /** CreateSession through the SDK: signed with the IAM credentials, never with a session. */
+  async #createSession(bucket: string, signal: AbortSignal): Promise<S3ExpressSession> {
+    const out = await this.#client.send(new CreateSessionCommand({ Bucket: bucket }), {
+      abortSignal: signal,
+    });
+    const credentials = out.Credentials;
+    if (!credentials?.AccessKeyId || !credentials.SecretAccessKey || !credentials.SessionToken) {
+      throw new Error(`CreateSession for ${bucket} answered without session credentials`);
+    }
+    return {
+      accessKeyId: credentials.AccessKeyId,
+      secretAccessKey: credentials.SecretAccessKey,
+      sessionToken: credentials.SessionToken,
+      expiration: new Date(credentials.Expiration ?? 0),
+    };
   }
 
   #context(operation: S3ErrorContext['operation'], key?: string): S3ErrorContext {
@@ -278,6 +280,13 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   #error(err: unknown, operation: S3ErrorContext['operation'], key?: string): ObjectStoreError {
+    if (this.#closing.signal.aborted) {
+      return abortedError(
+        this.#closing.signal,
+        `${operation} s3://${this.bucket}/${this.keyPrefix}${key ?? ''}`,
+        key,
+      );
+    }
     return classifyS3Error(err, this.#context(operation, key));
   }
 }

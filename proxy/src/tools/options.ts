@@ -1,8 +1,8 @@
 // Flag parsing shared by the operator commands (`walproxy wal …`, `walproxy cost`): every bad value
 // becomes one line naming its flag, all reported at once, exit code 2 — the sidecar's style.
 import type { Argv } from 'yargs';
-import { parseS3Flags, s3FlagOptions } from '../cli/s3-flags.js';
 import type { ObjectStoreOptions } from '../store/index.js';
+import { parseS3Flags, s3FlagOptions } from '../store/s3-options.js';
 
 export const EXIT_PROBLEMS = 1;
 export const EXIT_CONFIG_ERROR = 2;

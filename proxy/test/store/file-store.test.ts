@@ -220,4 +220,40 @@ describe('FileObjectStore', () => {
       message: expect.stringContaining('not a directory'),
     });
   });
+
+  it("honours a call's signal: an aborted put publishes nothing, an aborted get reads nothing", async () => {
+    // Given a store with one object, and a signal that has fired
+    const { store, dir } = await openTemp();
+    await store.put('kept', Buffer.from('bytes'));
+    const controller = new AbortController();
+    controller.abort(new Error('shutting down'));
+    const { signal } = controller;
+
+    // When a put, a get and a head are called with it
+    // Then each fails as aborted with the reason, and no new file (not even a temporary one) exists
+    await expect(store.put('new', [Buffer.from('a'), Buffer.from('b')], { signal })).rejects.toMatchObject({
+      code: 'WALPROXY_ERR_STORE_ABORTED',
+      message: expect.stringContaining('shutting down'),
+    });
+    await expect(store.get('kept', undefined, { signal })).rejects.toMatchObject({
+      code: 'WALPROXY_ERR_STORE_ABORTED',
+    });
+    await expect(store.head('kept', { signal })).rejects.toMatchObject({
+      code: 'WALPROXY_ERR_STORE_ABORTED',
+    });
+    expect(await filesUnder(dir)).toEqual(['kept']);
+  });
+
+  it('refuses data calls once closed', async () => {
+    // Given a closed store
+    const { store } = await openTemp();
+    await store.put('k', Buffer.from('x'));
+    await store.close();
+
+    // When it is used, Then the calls fail as aborted
+    await expect(store.get('k')).rejects.toMatchObject({ code: 'WALPROXY_ERR_STORE_ABORTED' });
+    await expect(store.put('k2', Buffer.from('x'))).rejects.toMatchObject({
+      code: 'WALPROXY_ERR_STORE_ABORTED',
+    });
+  });
 });

@@ -7,12 +7,7 @@ import {
   startCreateSessionFront,
 } from '../../../e2e/src/s3/create-session-front.js';
 import { MOTO_AUTHORIZATION, type MotoServer, startMoto } from '../../../e2e/src/s3/moto.js';
-import {
-  type ObjectInfo,
-  type ObjectStore,
-  type ObjectStoreOptions,
-  openObjectStore,
-} from '../../src/store/index.js';
+import { type ObjectStore, type ObjectStoreOptions, openObjectStore } from '../../src/store/index.js';
 
 const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
 const STANDARD_BUCKET = 'walproxy-standard';
@@ -46,12 +41,6 @@ function open(url: string, options: ObjectStoreOptions = {}): ObjectStore {
   return store;
 }
 
-async function collect(items: AsyncIterable<ObjectInfo>): Promise<ObjectInfo[]> {
-  const out: ObjectInfo[] = [];
-  for await (const item of items) out.push(item);
-  return out.sort((a, b) => a.key.localeCompare(b.key));
-}
-
 /** A fresh prefix per test, so tests sharing a bucket never see each other's objects. */
 function unique(): string {
   return randomBytes(6).toString('hex');
@@ -71,127 +60,6 @@ function rawGetStatus(path: string): Promise<number> {
     req.end();
   });
 }
-
-describe.each([
-  { kind: 'standard bucket', bucket: STANDARD_BUCKET, options: { forcePathStyle: true } },
-  { kind: 'directory bucket, session auth disabled', bucket: DIRECTORY_BUCKET, options: {} },
-])('S3ObjectStore on a $kind', ({ bucket, options }) => {
-  it('stores a body and reads it back whole', async () => {
-    // Given a store and a body given as several buffers (as a sealed WAL object is)
-    const store = open(`s3://${bucket}/${unique()}`, options);
-    const parts = [randomBytes(10), randomBytes(300_000), randomBytes(7)];
-
-    // When it is put and read back
-    await store.put('wal/0001.obj', parts);
-    const whole = await store.get('wal/0001.obj');
-
-    // Then the bytes are the buffers in order
-    expect(whole.equals(Buffer.concat(parts))).toBe(true);
-  });
-
-  it('reads exactly the requested range and refuses one past the end', async () => {
-    // Given a stored object of 1,000 bytes
-    const store = open(`s3://${bucket}/${unique()}`, options);
-    const body = randomBytes(1000);
-    await store.put('obj', body);
-
-    // When a range inside it is read, Then those bytes come back
-    expect((await store.get('obj', { offset: 100, length: 61 })).equals(body.subarray(100, 161))).toBe(true);
-    expect((await store.get('obj', { offset: 999, length: 1 })).equals(body.subarray(999))).toBe(true);
-    // When a range runs past the end or starts after it, Then it fails as an invalid range
-    await expect(store.get('obj', { offset: 990, length: 20 })).rejects.toMatchObject({
-      code: 'WALPROXY_ERR_STORE_INVALID_RANGE',
-    });
-    await expect(store.get('obj', { offset: 1000, length: 1 })).rejects.toMatchObject({
-      code: 'WALPROXY_ERR_STORE_INVALID_RANGE',
-    });
-  });
-
-  it('heads a key to its size and a missing key to undefined', async () => {
-    // Given one stored object
-    const store = open(`s3://${bucket}/${unique()}`, options);
-    await store.put('a/b', randomBytes(1234));
-
-    // When both are headed, Then the size or undefined comes back
-    expect(await store.head('a/b')).toEqual({ size: 1234 });
-    expect(await store.head('a/missing')).toBeUndefined();
-  });
-
-  it('lists keys under a prefix, relative to the store, and only its own', async () => {
-    // Given objects in two stores sharing the bucket, one store's prefix inside the other's name
-    const prefix = unique();
-    const store = open(`s3://${bucket}/${prefix}`, options);
-    const neighbour = open(`s3://${bucket}/${prefix}-other`, options);
-    await store.put('2026/01/a', Buffer.alloc(1));
-    await store.put('2026/01/b', Buffer.alloc(2));
-    await store.put('2026/02/c', Buffer.alloc(3));
-    await store.put('2027/d', Buffer.alloc(4));
-    await neighbour.put('2026/01/x', Buffer.alloc(5));
-
-    // When listing with a directory prefix, a partial-segment prefix, and none
-    const jan = await collect(store.list('2026/01/'));
-    const y2026 = await collect(store.list('2026'));
-    const all = await collect(store.list(''));
-
-    // Then each holds the matching keys of this store only, with sizes and times
-    expect(jan.map((o) => [o.key, o.size])).toEqual([
-      ['2026/01/a', 1],
-      ['2026/01/b', 2],
-    ]);
-    expect(y2026.map((o) => o.key)).toEqual(['2026/01/a', '2026/01/b', '2026/02/c']);
-    expect(all.map((o) => o.key)).toEqual(['2026/01/a', '2026/01/b', '2026/02/c', '2027/d']);
-    expect(all.every((o) => o.lastModified.getTime() > 0)).toBe(true);
-  });
-
-  it('deletes keys, and deleting a missing key is no error', async () => {
-    // Given two stored objects
-    const store = open(`s3://${bucket}/${unique()}`, options);
-    await store.put('x/1', Buffer.alloc(1));
-    await store.put('x/2', Buffer.alloc(1));
-
-    // When one and a missing key are deleted
-    await store.delete(['x/1', 'x/never-existed']);
-
-    // Then only the other remains
-    expect((await collect(store.list(''))).map((o) => o.key)).toEqual(['x/2']);
-  });
-
-  it('never overwrites a key: the second put fails and the first bytes stay', async () => {
-    // Given a stored object
-    const store = open(`s3://${bucket}/${unique()}`, options);
-    const first = randomBytes(100);
-    await store.put('k', first);
-
-    // When another body is put under the same key
-    const second = store.put('k', randomBytes(100));
-
-    // Then it fails as already existing (412) and the object is unchanged
-    await expect(second).rejects.toMatchObject({
-      code: 'WALPROXY_ERR_STORE_ALREADY_EXISTS',
-      retriable: false,
-      key: 'k',
-    });
-    expect((await store.get('k')).equals(first)).toBe(true);
-  });
-
-  it('reports a missing key as not found', async () => {
-    // Given an empty prefix
-    const store = open(`s3://${bucket}/${unique()}`, options);
-
-    // When a missing key is read, Then it fails as not found, not retriable
-    await expect(store.get('nope')).rejects.toMatchObject({
-      code: 'WALPROXY_ERR_STORE_NOT_FOUND',
-      retriable: false,
-    });
-  });
-
-  it('validates an existing bucket', async () => {
-    // Given a store on an existing bucket, When validated, Then it passes and leaves nothing behind
-    const store = open(`s3://${bucket}/${unique()}`, options);
-    await store.validate();
-    expect(await collect(store.list(''))).toEqual([]);
-  });
-});
 
 describe('S3ObjectStore on a directory bucket addressed by IP', () => {
   it('stores the key as given, not with the leading slash of a doubled path', async () => {
