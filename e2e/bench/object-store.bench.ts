@@ -20,14 +20,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Agent as HttpAgent } from 'node:http';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { crc32 } from 'node:zlib';
 import { GetObjectCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { encodeKey, openObjectStore, resolveS3Signing } from '@walproxy/proxy';
 import { Pool } from 'undici';
-import { repoRoot } from '../src/cluster/paths.js';
 import { startMoto } from '../src/s3/moto.js';
+import { startVersitygw } from '../src/s3/versitygw.js';
 
 const N = Number(process.argv[2] ?? 300);
 const SERVER = process.argv[3] ?? 'versitygw';
@@ -45,17 +43,7 @@ interface Server {
 }
 
 async function startServer(): Promise<Server> {
-  if (SERVER === 'moto') return startMoto();
-  // The starter lives with the store's contract tests; loaded by path, as e2e/ does not compile
-  // proxy/test/.
-  const starter = (await import(pathToFileURL(join(repoRoot(), 'proxy/test/store/versitygw.ts')).href)) as {
-    versityGwBinary(): string | undefined;
-    startVersityGw(binary: string): Promise<Server>;
-  };
-  const binary = starter.versityGwBinary();
-  if (binary === undefined)
-    throw new Error('no versitygw at .cache/bin/versitygw or $VERSITYGW_BIN: run `make versitygw`');
-  return starter.startVersityGw(binary);
+  return SERVER === 'moto' ? startMoto() : startVersitygw();
 }
 
 const server = await startServer();
