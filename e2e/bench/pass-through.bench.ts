@@ -1,0 +1,142 @@
+/**
+ * `make bench-pass-through` (issue #13, "The plain pipe too"): what walproxy costs where it only
+ * relays — no WAL — against the floor of this runtime, a bare Node `socket.pipe()` relay, in one
+ * run. One topic with RF 1 on broker 1 (so no replication traffic rides along), 1 KiB records
+ * from Kafka's ProducerPerformance (acks=1) and read back by ConsumerPerformance; the process in
+ * front of broker 1 is, in interleaved rounds, walproxy's sidecar (no WAL flags) or the bare pipe
+ * on the very same ports. Measured: CPU-seconds of that process from /proc/<pid>/stat per GiB of
+ * record values moved, produce and consume apart.
+ *
+ * Writes `.runs/bench/pass-through.json`: {"arms": {"bare-pipe": {...}, "walproxy": {...}}}, each
+ * with produce_cpu_s_per_gib and consume_cpu_s_per_gib (medians over the rounds). Prints figures;
+ * asserts nothing.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
+import { withAdmin } from '../src/clients/kafkajs.js';
+import { KafkaCluster } from '../src/cluster/kafka-cluster.js';
+import { repoRoot } from '../src/cluster/paths.js';
+import { ManagedProcess } from '../src/cluster/process.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const RECORDS = Number(process.env.BENCH_RECORDS ?? 1_000_000);
+const RECORD_SIZE = 1024;
+const BROKER = 1;
+const GIB = 2 ** 30;
+
+function cpuSeconds(pid: number): number {
+  // /proc/<pid>/stat fields 14 and 15: utime and stime in clock ticks (100 per second on Linux).
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+type Arm = 'walproxy' | 'bare-pipe';
+
+async function main(): Promise<void> {
+  const cluster = await KafkaCluster.start({ sidecars: true, jvmProfile: 'throughput' });
+  let pipe: ManagedProcess | undefined;
+  try {
+    const p = cluster.ports;
+    // The bare pipe takes over every port sidecar 1 listens on, each to the same upstream.
+    // Shared-loopback layout: sidecar N hosts its client and replication ingresses and the egress
+    // for its own id, which the other brokers' fetchers dial (kafka-cluster.ts).
+    const pairs = [
+      `${p.sidecarClient(BROKER)}=127.0.0.1:${p.brokerClient(BROKER)}`,
+      `${p.sidecarReplication(BROKER)}=127.0.0.1:${p.brokerReplication(BROKER)}`,
+      `${p.egress(BROKER)}=127.0.0.1:${p.sidecarReplication(BROKER)}`,
+    ];
+    const useArm = async (arm: Arm): Promise<number> => {
+      if (arm === 'walproxy') {
+        if (pipe) {
+          await pipe.stop();
+          pipe = undefined;
+          await cluster.startSidecar(BROKER);
+        }
+        return cluster.sidecars.get(BROKER)!.pid!;
+      }
+      if (!pipe) {
+        await cluster.stopSidecar(BROKER);
+        pipe = new ManagedProcess(
+          'bare-pipe',
+          process.execPath,
+          ['--import', 'tsx', path.join(repoRoot(), 'e2e', 'bench', 'bare-pipe.ts'), ...pairs],
+          path.join(cluster.workDir, 'bare-pipe.log'),
+        );
+        await pipe.waitForOutput(/bare pipe ready/, 30_000);
+      }
+      return pipe.pid!;
+    };
+    const bootstrap = `127.0.0.1:${p.sidecarClient(BROKER)}`;
+    const results: Record<Arm, { produce: number[]; consume: number[] }> = {
+      walproxy: { produce: [], consume: [] },
+      'bare-pipe': { produce: [], consume: [] },
+    };
+    let topicNo = 0;
+    // Round -1 warms up the brokers' JIT (C2 here) and is not recorded.
+    for (let round = -1; round < ROUNDS; round++) {
+      for (const arm of ['walproxy', 'bare-pipe'] as const) {
+        const pid = await useArm(arm);
+        const topic = `bench-pass-through-${topicNo++}`;
+        await withAdmin(cluster.directBootstrap(), (admin) =>
+          admin.createTopics({
+            topics: [
+              {
+                topic,
+                replicaAssignment: [0, 1, 2].map((partition) => ({ partition, replicas: [BROKER] })),
+              },
+            ],
+          }),
+        );
+        const records = round < 0 ? Math.min(RECORDS, 200_000) : RECORDS;
+        const gib = (records * RECORD_SIZE) / GIB;
+        let before = cpuSeconds(pid);
+        await producerPerf({
+          bootstrap,
+          topic,
+          records,
+          recordSize: RECORD_SIZE,
+          props: { acks: 1, 'linger.ms': 5, 'batch.size': 65_536 },
+        });
+        const produce = (cpuSeconds(pid) - before) / gib;
+        before = cpuSeconds(pid);
+        const consumed = await consumerPerf({ bootstrap, topic, records });
+        if (consumed.records < records) throw new Error(`${arm}: consumed ${consumed.records} of ${records}`);
+        const consume = (cpuSeconds(pid) - before) / gib;
+        console.log(
+          `round ${round} ${arm.padEnd(9)} produce ${produce.toFixed(2)} CPU-s/GiB, consume ${consume.toFixed(2)} CPU-s/GiB`,
+        );
+        if (round >= 0) {
+          results[arm].produce.push(produce);
+          results[arm].consume.push(consume);
+        }
+      }
+    }
+    const arms = Object.fromEntries(
+      Object.entries(results).map(([arm, r]) => [
+        arm,
+        { produce_cpu_s_per_gib: median(r.produce), consume_cpu_s_per_gib: median(r.consume) },
+      ]),
+    );
+    const out = path.join(repoRoot(), '.runs', 'bench');
+    mkdirSync(out, { recursive: true });
+    writeFileSync(path.join(out, 'pass-through.json'), `${JSON.stringify({ arms }, null, 2)}\n`);
+    const w = arms.walproxy!;
+    const b = arms['bare-pipe']!;
+    console.log(`\n| arm | produce CPU-s/GiB | consume CPU-s/GiB |\n|---|---|---|`);
+    for (const [arm, r] of Object.entries(arms))
+      console.log(
+        `| ${arm} | ${r.produce_cpu_s_per_gib.toFixed(2)} | ${r.consume_cpu_s_per_gib.toFixed(2)} |`,
+      );
+    console.log(
+      `walproxy / bare-pipe: produce ${(w.produce_cpu_s_per_gib / b.produce_cpu_s_per_gib).toFixed(2)}x, consume ${(w.consume_cpu_s_per_gib / b.consume_cpu_s_per_gib).toFixed(2)}x`,
+    );
+  } finally {
+    await pipe?.stop();
+    await cluster.stop();
+  }
+}
+
+await main();
