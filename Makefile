@@ -15,7 +15,7 @@ KAFKA_MATRIX_TESTS ?=
 # whose outcome depends on the Kafka version's wire formats. The whole suite on every release is
 # `make e2e-matrix` (~35 min here, too long for every run).
 KAFKA_COMPAT ?= 3.9.2 4.0.2
-KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replication-zones kcat kafkajs-exactly-once
+KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replication-zones kcat kafkajs-exactly-once zone-local-routing
 
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated

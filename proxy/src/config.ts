@@ -10,6 +10,7 @@ import type { ObjectStoreOptions } from './store/index.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
 import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
+import { parseZoneConfig, type ZoneConfig } from './zone/zone-config.js';
 
 /** The WAL (leader side): where objects go, which topics, how they are packed. */
 export interface WalConfig {
@@ -62,6 +63,8 @@ export interface SidecarConfig {
   peerTls?: PeerTlsConfig;
   /** Absent: no WAL, the sidecar forwards transparently. */
   wal?: WalConfig;
+  /** Zone-local routing of clients (docs/zone-local.md); absent: no client is routed by zone. */
+  zone?: ZoneConfig;
 }
 
 /** Raw values as yargs collects them from flags and WALPROXY_* env vars. */
@@ -247,6 +250,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     egressCount: egressBrokerIds.length,
   });
   const wal = parseWalConfig(withDefaults, errors, clientUpstream, security.metadataClient);
+  const zone = parseZoneConfig(withDefaults, errors, { brokerId, replicationEgressIds: egressBrokerIds });
 
   if (errors.list.length > 0) return { errors: errors.list };
   const config: SidecarConfig = {
@@ -270,6 +274,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   if (security.replicationTls) config.replicationTls = security.replicationTls;
   if (security.peerTls) config.peerTls = security.peerTls;
   if (wal) config.wal = wal;
+  if (zone) config.zone = zone;
   return { config };
 }
 

@@ -19,6 +19,8 @@ import { WalBatchIndex } from './wal/batch-index.js';
 import { WalWriter } from './wal/index.js';
 import { normalizeStoreUrl, PeerStoreReaders } from './wal/peer-store-readers.js';
 import { WalRangeReader } from './wal/range-reader.js';
+import { FilterChain } from './zone/filter-chain.js';
+import { ZoneRouting } from './zone/zone-routing.js';
 
 /** A startup failure that is the operator's to fix (exit code 2), naming the flag. */
 export class SidecarConfigError extends Error {
@@ -61,6 +63,8 @@ export class Sidecar {
   /** Certificates in use, each re-read every second and swapped in for new handshakes when changed. */
   readonly tlsMaterials: TlsMaterial[] = [];
   readonly saslHandshake = new SaslHandshakeFilter();
+  /** Zone-local routing of clients, present with --zone. */
+  readonly zoneRouting?: ZoneRouting;
 
   constructor(
     readonly config: SidecarConfig,
@@ -94,22 +98,56 @@ export class Sidecar {
         ? material(metadataTls.files, 'metadata client', 'metadata-tls')
         : undefined;
     if (config.wal) this.wal = createWalParts(config, log, metadataMaterial);
+    // Only the client ingress sees Produce; followers only fetch.
+    const clientFilters = this.wal ? [...filters, this.wal.produceFilter] : filters;
+    const clientTls = config.clientTls
+      ? {
+          material: material(config.clientTls.files, 'client ingress', 'client-tls'),
+          clientAuth: config.clientTls.clientAuth,
+        }
+      : undefined;
+    const peerTls = config.peerTls;
+    const peerMaterial = peerTls ? material(peerTls.files, 'peer client', 'peer-tls') : undefined;
+    const upstreamTlsFor = (id: number) =>
+      peerTls && peerMaterial
+        ? {
+            material: peerMaterial,
+            verifyHostname: peerTls.verifyHostname,
+            ...(peerTls.serverName !== undefined
+              ? { serverName: peerTls.serverName.replaceAll('{id}', String(id)) }
+              : {}),
+          }
+        : undefined;
+    if (config.zone) {
+      this.zoneRouting = new ZoneRouting({
+        ...common,
+        brokerId: config.brokerId,
+        zone: config.zone,
+        clientUpstream: config.clientUpstream,
+        brokerFilters: clientFilters,
+        peerFilters: filters,
+        ...(clientTls ? { clientTls } : {}),
+        ...(config.replicationTls
+          ? {
+              ingressTls: {
+                material: material(config.replicationTls.files, 'zone ingress', 'replication-tls'),
+                clientAuth: config.replicationTls.clientAuth,
+              },
+            }
+          : {}),
+        upstreamTls: upstreamTlsFor,
+      });
+    }
     this.listeners.push(
       new ProxyListener({
         ...common,
         name: 'client',
         listen: config.clientListen,
         upstream: config.clientUpstream,
-        // Only the client ingress sees Produce; followers only fetch.
-        filters: this.wal ? [...filters, this.wal.produceFilter] : filters,
-        ...(config.clientTls
-          ? {
-              tls: {
-                material: material(config.clientTls.files, 'client ingress', 'client-tls'),
-                clientAuth: config.clientTls.clientAuth,
-              },
-            }
-          : {}),
+        filters: this.zoneRouting
+          ? [new FilterChain([...clientFilters, this.zoneRouting.clientIngressFilter])]
+          : clientFilters,
+        ...(clientTls ? { tls: clientTls } : {}),
       }),
     );
     if (config.replicationListen && config.replicationUpstream) {
@@ -131,9 +169,8 @@ export class Sidecar {
         }),
       );
     }
-    const peerTls = config.peerTls;
-    const peerMaterial = peerTls ? material(peerTls.files, 'peer client', 'peer-tls') : undefined;
     for (const id of config.egressBrokerIds) {
+      const upstreamTls = upstreamTlsFor(id);
       this.listeners.push(
         new ProxyListener({
           ...common,
@@ -141,20 +178,11 @@ export class Sidecar {
           listen: { host: config.egressListenHost, port: config.egressListenBase! + id },
           upstream: peerAddress(config, id),
           filters: this.wal ? [...filters, this.wal.fetchFill] : filters,
-          ...(peerTls && peerMaterial
-            ? {
-                upstreamTls: {
-                  material: peerMaterial,
-                  verifyHostname: peerTls.verifyHostname,
-                  ...(peerTls.serverName !== undefined
-                    ? { serverName: peerTls.serverName.replaceAll('{id}', String(id)) }
-                    : {}),
-                },
-              }
-            : {}),
+          ...(upstreamTls ? { upstreamTls } : {}),
         }),
       );
     }
+    if (this.zoneRouting) this.listeners.push(...this.zoneRouting.listeners);
     const wal = this.wal;
     this.telemetry = new Telemetry({
       ...telemetry,
@@ -194,10 +222,16 @@ export class Sidecar {
     }
   }
 
-  counters(): { brokerId: number; listeners: Record<string, ListenerCounters>; wal?: unknown } {
+  counters(): {
+    brokerId: number;
+    listeners: Record<string, ListenerCounters>;
+    wal?: unknown;
+    zone?: unknown;
+  } {
     return {
       brokerId: this.config.brokerId,
       listeners: Object.fromEntries(this.listeners.map((l) => [l.options.name, l.counters])),
+      ...(this.zoneRouting ? { zone: this.zoneRouting.stats } : {}),
       ...(this.wal
         ? {
             wal: {

@@ -2,7 +2,9 @@
 
 export * from './messages/api-versions.js';
 export type { LeaderIdAndEpoch, NodeEndpoint, Tagged } from './messages/common.js';
+export * from './messages/describe-cluster.js';
 export * from './messages/fetch.js';
+export * from './messages/find-coordinator.js';
 export * from './messages/metadata.js';
 export * from './messages/produce.js';
 export * from './protocol/api-keys.js';

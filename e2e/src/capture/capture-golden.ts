@@ -12,14 +12,21 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FrameObserver, RequestInfo, Sidecar } from '@walproxy/proxy';
 import { apiKeyInfo, decodeRequestHeader } from '@walproxy/shared';
-import { consumerPerf, producerPerf } from '../clients/java-tools.js';
+import { consumerPerf, producerPerf, runKafkaTool } from '../clients/java-tools.js';
 import { createTopic, kafkaClient } from '../clients/kafkajs.js';
 import { kcat } from '../clients/kcat.js';
 import { startInProcessSidecars } from '../cluster/in-process-sidecars.js';
 import { KafkaCluster } from '../cluster/kafka-cluster.js';
 import { repoRoot } from '../cluster/paths.js';
 
-const CAPTURED_APIS = new Set(['ApiVersions', 'Metadata', 'Produce', 'Fetch']);
+const CAPTURED_APIS = new Set([
+  'ApiVersions',
+  'Metadata',
+  'Produce',
+  'Fetch',
+  'FindCoordinator',
+  'DescribeCluster',
+]);
 const PER_KIND = 2;
 const MAX_FRAME = 64 * 1024;
 
@@ -28,7 +35,7 @@ function sourceOf(clientId: string | null): string | undefined {
   if (/^broker-\d+-fetcher-\d+$/.test(clientId)) return 'replica';
   if (clientId.startsWith('walproxy-e2e')) return 'kafkajs';
   if (clientId === 'rdkafka') return 'kcat';
-  if (/^(perf-|producer-|consumer-)/.test(clientId)) return 'java';
+  if (/^(perf-|producer-|consumer-|adminclient-)/.test(clientId)) return 'java';
   return undefined;
 }
 
@@ -106,6 +113,8 @@ async function main(): Promise<void> {
       props: { 'client.id': 'perf-producer-golden' },
     });
     await consumerPerf({ bootstrap, topic: 'golden', records: 323 });
+    // the Java Admin client asks DescribeCluster (KIP-700)
+    await runKafkaTool('org.apache.kafka.tools.ClusterTool', ['cluster-id', '--bootstrap-server', bootstrap]);
 
     // Let the replica fetchers run a few more rounds (empty fetches, session updates).
     await new Promise((r) => setTimeout(r, 3_000));

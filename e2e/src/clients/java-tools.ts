@@ -80,7 +80,8 @@ export function runKafkaTool(
     timeoutMs = 300_000,
     heap = '512m',
     version = kafkaVersion(),
-  }: { timeoutMs?: number; heap?: string; version?: string } = {},
+    netns,
+  }: { timeoutMs?: number; heap?: string; version?: string; netns?: string } = {},
 ): Promise<ToolResult> {
   const javaArgs = [
     `-Xmx${heap}`,
@@ -91,7 +92,7 @@ export function runKafkaTool(
     mainClass,
     ...args,
   ];
-  return runBounded('java', javaArgs, { timeoutMs, label: mainClass });
+  return runBounded('java', javaArgs, { timeoutMs, label: mainClass, ...(netns ? { netns } : {}) });
 }
 
 export interface ProducerPerfResult {
@@ -138,6 +139,8 @@ export async function producerPerf(opts: {
   throughput?: number;
   props?: Record<string, string | number>;
   timeoutMs?: number;
+  /** Run the tool inside this network namespace (e.g. a zone's client namespace). */
+  netns?: string;
 }): Promise<ProducerPerfResult> {
   const props = { 'bootstrap.servers': opts.bootstrap, acks: 'all', ...opts.props };
   const result = await runKafkaTool(
@@ -156,7 +159,7 @@ export async function producerPerf(opts: {
       '--producer.config',
       propertiesFile('producer', props),
     ],
-    { timeoutMs: opts.timeoutMs ?? 300_000 },
+    { timeoutMs: opts.timeoutMs ?? 300_000, ...(opts.netns ? { netns: opts.netns } : {}) },
   );
   if (result.code !== 0)
     throw new Error(`ProducerPerformance exited ${result.code}:\n${result.stderr.slice(-3000)}`);
@@ -172,6 +175,8 @@ export async function consumerPerf(opts: {
   timeoutMs?: number;
   /** Consumer properties (e.g. security settings), passed as a `--consumer.config` file. */
   props?: Record<string, string>;
+  /** Run the tool inside this network namespace (e.g. a zone's client namespace). */
+  netns?: string;
 }): Promise<{ records: number; stdout: string }> {
   const config = opts.props ? ['--consumer.config', propertiesFile('consumer', opts.props)] : [];
   const result = await runKafkaTool(
@@ -189,7 +194,7 @@ export async function consumerPerf(opts: {
       '--timeout',
       '60000',
     ],
-    { timeoutMs: opts.timeoutMs ?? 300_000 },
+    { timeoutMs: opts.timeoutMs ?? 300_000, ...(opts.netns ? { netns: opts.netns } : {}) },
   );
   if (result.code !== 0)
     throw new Error(`ConsumerPerformance exited ${result.code}:\n${result.stderr.slice(-3000)}`);

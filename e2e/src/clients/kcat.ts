@@ -13,6 +13,8 @@ export interface KcatOptions {
    */
   librdkafka?: 'debian' | 'current';
   timeoutMs?: number;
+  /** Run kcat inside this network namespace (e.g. a zone's client namespace). */
+  netns?: string;
 }
 
 /** Runs Debian's kcat with `input` on stdin, bounded by `timeoutMs`. */
@@ -32,6 +34,7 @@ export function kcat(
     timeoutMs: options.timeoutMs ?? 120_000,
     label: `kcat ${args.join(' ')}`,
     ...(env ? { env } : {}),
+    ...(options.netns ? { netns: options.netns } : {}),
   });
 }
 

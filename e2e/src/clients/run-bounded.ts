@@ -8,7 +8,8 @@ export interface RunResult {
 
 /**
  * Runs a client program to completion, collecting its output; killed (and the promise rejected,
- * quoting the output's tail) after `timeoutMs`, so no test load runs unbounded.
+ * quoting the output's tail) after `timeoutMs`, so no test load runs unbounded. With `netns`, it
+ * runs inside that network namespace (`ip netns exec` execs it, so the pid stays the program's).
  */
 export function runBounded(
   command: string,
@@ -18,10 +19,13 @@ export function runBounded(
     timeoutMs,
     label = command,
     env,
-  }: { input?: string; timeoutMs: number; label?: string; env?: NodeJS.ProcessEnv },
+    netns,
+  }: { input?: string; timeoutMs: number; label?: string; env?: NodeJS.ProcessEnv; netns?: string },
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
+    const [program, argv] =
+      netns === undefined ? [command, args] : ['ip', ['netns', 'exec', netns, command, ...args]];
+    const child = spawn(program, argv, {
       stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       ...(env ? { env } : {}),
     });

@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
  *     zone-b bridge 198.18.B+2.1/24 ── pod of broker 2  198.18.B+2.12
  *     zone-c bridge 198.18.B+3.1/24 ── pod of broker 3  198.18.B+3.13
  *     services      198.18.B+4.1/24 ── controller 198.18.B+4.10, object store 198.18.B+4.20
+ *     clients of zone-a/b/c 198.18.B+6/7/8.1/24 ── client namespace 198.18.B+6/7/8.100  (zoneClients)
  *
  * As in Kubernetes, each broker pod has its own `localhost`: the broker's data listeners and the
  * sidecar's egress are on the pod's loopback; only the sidecar's ingresses (and the harness's
@@ -25,8 +26,21 @@ import { execFileSync } from 'node:child_process';
 export const ZONES = ['zone-a', 'zone-b', 'zone-c'] as const;
 export type Zone = (typeof ZONES)[number];
 
+/** The namespace of clients running in a zone (ZoneNetworkOptions.zoneClients). */
+export type ZoneClients = `clients-${Zone}`;
+
 /** Endpoints the fabric counts traffic between. */
-export type Endpoint = Zone | 'store' | 'controller' | 'clients';
+export type Endpoint = Zone | 'store' | 'controller' | 'clients' | ZoneClients;
+
+export const ZONE_CLIENTS: readonly ZoneClients[] = ZONES.map((zone) => `clients-${zone}` as const);
+
+export interface ZoneNetworkOptions {
+  /**
+   * Also one client namespace per zone, on a subnet of its own routed through the fabric, so
+   * that what a zone's clients send to and receive from each zone is counted too.
+   */
+  zoneClients?: boolean;
+}
 
 const PREFIX = 'wpz';
 const MAX_SLOTS = 15;
@@ -52,19 +66,20 @@ export class ZoneNetwork {
     readonly slot: number,
     readonly owner: number,
     private readonly brokerZones: ReadonlyMap<number, Zone>,
+    private readonly options: ZoneNetworkOptions = {},
   ) {}
 
   /**
    * Builds the namespaces, links, routes and counters. `brokerZones`: broker id → zone, one pod
    * per broker. Throws (after undoing what it built) when anything is refused.
    */
-  static create(brokerZones: ReadonlyMap<number, Zone>): ZoneNetwork {
+  static create(brokerZones: ReadonlyMap<number, Zone>, options: ZoneNetworkOptions = {}): ZoneNetwork {
     removeOrphans();
     const used = new Set(listNamespaces().map((ns) => parseName(ns)?.slot));
     let slot = 0;
     while (used.has(slot)) slot++;
     if (slot >= MAX_SLOTS) throw new Error(`no free zone-network slot (${MAX_SLOTS} in use)`);
-    const network = new ZoneNetwork(slot, process.pid, brokerZones);
+    const network = new ZoneNetwork(slot, process.pid, brokerZones, options);
     try {
       network.build();
     } catch (error) {
@@ -100,6 +115,12 @@ export class ZoneNetwork {
         return this.base + 4;
       case 'clients':
         return this.base + 5;
+      case 'clients-zone-a':
+        return this.base + 6;
+      case 'clients-zone-b':
+        return this.base + 7;
+      case 'clients-zone-c':
+        return this.base + 8;
     }
   }
 
@@ -126,6 +147,16 @@ export class ZoneNetwork {
     return { netns: this.ns('s3'), address: `198.18.${this.base + 4}.20` };
   }
 
+  /** The namespace of `zone`'s clients (created with `zoneClients`) and its address. */
+  zoneClients(zone: Zone): { netns: string; address: string } {
+    if (!this.options.zoneClients)
+      throw new Error('this zone network has no client namespaces (zoneClients)');
+    return {
+      netns: this.ns(`c${ZONES.indexOf(zone) + 1}`),
+      address: `198.18.${this.thirdOctet(`clients-${zone}`)}.100`,
+    };
+  }
+
   /** `command args` as run inside namespace `netns` (`ip netns exec` execs, so the pid is the command's). */
   static wrap(netns: string, command: string, args: string[]): [string, string[]] {
     return ['ip', ['netns', 'exec', netns, command, ...args]];
@@ -142,6 +173,9 @@ export class ZoneNetwork {
       ['bz2', 'zone-b'],
       ['bz3', 'zone-c'],
       ['bsvc', 'store'],
+      ...(this.options.zoneClients
+        ? ZONES.map((zone, i): [string, Endpoint] => [`bc${i + 1}`, `clients-${zone}`])
+        : []),
     ];
     for (const [bridge, endpoint] of bridges) {
       ipIn(fabric, ['link', 'add', bridge, 'type', 'bridge']);
@@ -155,6 +189,9 @@ export class ZoneNetwork {
       }),
       { ...this.controller, bridge: 'bsvc', tag: 'ctl' },
       { ...this.store, bridge: 'bsvc', tag: 's3' },
+      ...(this.options.zoneClients
+        ? ZONES.map((zone, i) => ({ ...this.zoneClients(zone), bridge: `bc${i + 1}`, tag: `c${i + 1}` }))
+        : []),
     ];
     for (const host of hosts) {
       ip(['netns', 'add', host.netns]);
@@ -214,7 +251,13 @@ export class ZoneNetwork {
     }
   }
 
-  private static readonly ENDPOINTS: readonly Endpoint[] = [...ZONES, 'store', 'controller', 'clients'];
+  private static readonly ENDPOINTS: readonly Endpoint[] = [
+    ...ZONES,
+    'store',
+    'controller',
+    'clients',
+    ...ZONE_CLIENTS,
+  ];
 
   /** One counter per ordered pair of endpoints, in the fabric's forward hook (routed packets only). */
   private installCounters(): void {
@@ -288,6 +331,29 @@ export class ZoneNetwork {
 export function crossZoneBytes(traffic: ZoneTraffic): number {
   let sum = 0;
   for (const from of ZONES) for (const to of ZONES) if (from !== to) sum += traffic.bytes[from][to];
+  return sum;
+}
+
+/** The zone an endpoint is in: a zone and its clients are; the store, controller and root clients are not. */
+export function zoneOf(endpoint: Endpoint): Zone | undefined {
+  if ((ZONES as readonly string[]).includes(endpoint)) return endpoint as Zone;
+  if (endpoint.startsWith('clients-')) return endpoint.slice('clients-'.length) as Zone;
+  return undefined;
+}
+
+/**
+ * Every byte between two different zones, both directions, the zones' client namespaces counted
+ * in their zone: brokers' pods to each other, and each zone's clients to other zones' pods.
+ */
+export function crossZoneBytesWithClients(traffic: ZoneTraffic): number {
+  let sum = 0;
+  for (const [from, row] of Object.entries(traffic.bytes) as Array<[Endpoint, Record<Endpoint, number>]>) {
+    for (const [to, bytes] of Object.entries(row) as Array<[Endpoint, number]>) {
+      const a = zoneOf(from);
+      const b = zoneOf(to);
+      if (a !== undefined && b !== undefined && a !== b) sum += bytes;
+    }
+  }
   return sum;
 }
 

@@ -5,6 +5,7 @@ import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
 import { createLogger } from '../log.js';
 import { Sidecar, SidecarConfigError } from '../sidecar.js';
 import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../telemetry/options.js';
+import { zoneFlagOptions } from '../zone/zone-config.js';
 import { s3EncryptionFlagOptions, s3FlagOptions } from './s3-flags.js';
 import { securityFlagOptions } from './security-flags.js';
 
@@ -221,7 +222,7 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'fatal, error, warn, info, debug, trace or silent',
       default: SIDECAR_DEFAULTS['log-level'],
     });
-  return securityFlagOptions(options);
+  return zoneFlagOptions(securityFlagOptions(options));
 }
 
 export async function runSidecar(argv: Record<string, unknown>): Promise<void> {

@@ -67,7 +67,7 @@ export class ConnectionPipe {
     // this connection, never an exception that escapes the data handler.
     this.requestDecoder = new FrameDecoder(options.maxFrameBytes, MIN_REQUEST_BYTES);
     this.responseDecoder = new FrameDecoder(options.maxFrameBytes, MIN_RESPONSE_BYTES);
-    this.filterConnection = { log: options.log };
+    this.filterConnection = { log: options.log, remoteAddress: downstream.remoteAddress };
     for (const filter of options.filters) for (const key of filter.apiKeys) this.filterByKey.set(key, filter);
 
     downstream.on('data', (chunk: Buffer) => this.onDownstreamData(chunk));

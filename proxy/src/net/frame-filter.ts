@@ -22,6 +22,8 @@ export type RequestDecision =
 export interface FilterConnection {
   /** The connection's logger: carries the listener name and the downstream peer address. */
   readonly log: Logger;
+  /** The downstream peer's IP address, when the socket knows it. */
+  readonly remoteAddress?: string | undefined;
 }
 
 /**

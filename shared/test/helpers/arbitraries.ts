@@ -5,8 +5,12 @@ import fc from 'fast-check';
 import type {
   ApiVersionsRequest,
   ApiVersionsResponse,
+  DescribeClusterRequest,
+  DescribeClusterResponse,
   FetchRequest,
   FetchResponse,
+  FindCoordinatorRequest,
+  FindCoordinatorResponse,
   LeaderIdAndEpoch,
   MetadataRequest,
   MetadataResponse,
@@ -311,5 +315,72 @@ export function apiVersionsResponse(v: number): Arb<ApiVersionsResponse> {
     finalizedFeatures: maybe(flex, fc.array(finalized, { maxLength: 2 })),
     zkMigrationReady: maybe(flex, fc.boolean()),
     taggedFields: rawTags(flex, [0, 1, 2, 3]),
+  });
+}
+
+// ---- FindCoordinator --------------------------------------------------------------------------
+
+export function findCoordinatorRequest(v: number): Arb<FindCoordinatorRequest> {
+  return fc.record({
+    key: when(v <= 3, str),
+    keyType: when(v >= 1, int8),
+    coordinatorKeys: when(v >= 4, fc.array(str, { maxLength: 3 })),
+    taggedFields: rawTags(v >= 3),
+  });
+}
+
+export function findCoordinatorResponse(v: number): Arb<FindCoordinatorResponse> {
+  const flex = v >= 3;
+  const coordinator = fc.record({
+    key: str,
+    nodeId: int32,
+    host: str,
+    port: int32,
+    errorCode: int16,
+    errorMessage: nullableStr,
+    taggedFields: rawTags(flex),
+  });
+  return fc.record({
+    throttleTimeMs: when(v >= 1, int32),
+    errorCode: when(v <= 3, int16),
+    errorMessage: when(v >= 1 && v <= 3, nullableStr),
+    nodeId: when(v <= 3, int32),
+    host: when(v <= 3, str),
+    port: when(v <= 3, int32),
+    coordinators: when(v >= 4, fc.array(coordinator, { maxLength: 3 })),
+    taggedFields: rawTags(flex),
+  });
+}
+
+// ---- DescribeCluster --------------------------------------------------------------------------
+
+export function describeClusterRequest(v: number): Arb<DescribeClusterRequest> {
+  return fc.record({
+    includeClusterAuthorizedOperations: fc.boolean(),
+    endpointType: when(v >= 1, int8),
+    includeFencedBrokers: when(v >= 2, fc.boolean()),
+    taggedFields: rawTags(true),
+  });
+}
+
+export function describeClusterResponse(v: number): Arb<DescribeClusterResponse> {
+  const broker = fc.record({
+    brokerId: int32,
+    host: str,
+    port: int32,
+    rack: nullableStr,
+    isFenced: when(v >= 2, fc.boolean()),
+    taggedFields: rawTags(true),
+  });
+  return fc.record({
+    throttleTimeMs: int32,
+    errorCode: int16,
+    errorMessage: nullableStr,
+    endpointType: when(v >= 1, int8),
+    clusterId: str,
+    controllerId: int32,
+    brokers: fc.array(broker, { maxLength: 3 }),
+    clusterAuthorizedOperations: int32,
+    taggedFields: rawTags(true),
   });
 }

@@ -4,16 +4,24 @@ import type fc from 'fast-check';
 import {
   decodeApiVersionsRequest,
   decodeApiVersionsResponse,
+  decodeDescribeClusterRequest,
+  decodeDescribeClusterResponse,
   decodeFetchRequest,
   decodeFetchResponse,
+  decodeFindCoordinatorRequest,
+  decodeFindCoordinatorResponse,
   decodeMetadataRequest,
   decodeMetadataResponse,
   decodeProduceRequest,
   decodeProduceResponse,
   encodeApiVersionsRequest,
   encodeApiVersionsResponse,
+  encodeDescribeClusterRequest,
+  encodeDescribeClusterResponse,
   encodeFetchRequest,
   encodeFetchResponse,
+  encodeFindCoordinatorRequest,
+  encodeFindCoordinatorResponse,
   encodeMetadataRequest,
   encodeMetadataResponse,
   encodeProduceRequest,
@@ -24,7 +32,7 @@ import * as arb from './arbitraries.js';
 export interface Codec {
   /** e.g. `FetchResponse` */
   name: string;
-  api: 'ApiVersions' | 'Metadata' | 'Produce' | 'Fetch';
+  api: 'ApiVersions' | 'Metadata' | 'Produce' | 'Fetch' | 'FindCoordinator' | 'DescribeCluster';
   direction: 'request' | 'response';
   versions: number[];
   decode: (body: Buffer, version: number) => unknown;
@@ -107,6 +115,42 @@ export const CODECS: Codec[] = [
     decode: decodeFetchResponse,
     encode: encodeFetchResponse,
     arbitrary: arb.fetchResponse,
+  },
+  {
+    name: 'FindCoordinatorRequest',
+    api: 'FindCoordinator',
+    direction: 'request',
+    versions: range(0, 6),
+    decode: decodeFindCoordinatorRequest,
+    encode: encodeFindCoordinatorRequest,
+    arbitrary: arb.findCoordinatorRequest,
+  },
+  {
+    name: 'FindCoordinatorResponse',
+    api: 'FindCoordinator',
+    direction: 'response',
+    versions: range(0, 6),
+    decode: decodeFindCoordinatorResponse,
+    encode: encodeFindCoordinatorResponse,
+    arbitrary: arb.findCoordinatorResponse,
+  },
+  {
+    name: 'DescribeClusterRequest',
+    api: 'DescribeCluster',
+    direction: 'request',
+    versions: range(0, 2),
+    decode: decodeDescribeClusterRequest,
+    encode: encodeDescribeClusterRequest,
+    arbitrary: arb.describeClusterRequest,
+  },
+  {
+    name: 'DescribeClusterResponse',
+    api: 'DescribeCluster',
+    direction: 'response',
+    versions: range(0, 2),
+    decode: decodeDescribeClusterResponse,
+    encode: encodeDescribeClusterResponse,
+    arbitrary: arb.describeClusterResponse,
   },
 ];
 

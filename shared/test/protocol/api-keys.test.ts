@@ -31,6 +31,8 @@ describe('API key table', () => {
   it('knows which versions walproxy decodes', () => {
     expect(apiKeyInfo(ApiKey.Produce)?.decodes).toEqual({ min: 3, max: 13 });
     expect(apiKeyInfo(ApiKey.Fetch)?.decodes).toEqual({ min: 4, max: 18 });
+    expect(apiKeyInfo(ApiKey.FindCoordinator)?.decodes).toEqual({ min: 0, max: 6 });
+    expect(apiKeyInfo(ApiKey.DescribeCluster)?.decodes).toEqual({ min: 0, max: 2 });
     expect([canDecode(ApiKey.Fetch, 3), canDecode(ApiKey.Fetch, 4), canDecode(ApiKey.Fetch, 18)]).toEqual([
       false,
       true,

@@ -1,0 +1,61 @@
+import { ApiKey, peekProduceAcks } from '@walproxy/shared';
+import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
+import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+
+/**
+ * Several filters on one listener, where more than one may claim an API key: a connection pipe
+ * gives each key to a single filter, so zone routing (which must see Produce, Fetch and Metadata
+ * on the client ingress) and the WAL's Produce filter are chained instead of one replacing the
+ * other.
+ *
+ * A request passes the claiming filters in list order, each seeing the frame the previous one
+ * forwarded; one that answers locally ends the chain (later filters never see the request, so
+ * none of them waits for a response). Filters keep per-request state keyed by the RequestInfo
+ * object, which the chain hands every filter unchanged. The response passes them in reverse order, the filter
+ * nearest the upstream first, each seeing the previous one's output, promises included.
+ */
+export class FilterChain implements FrameFilter {
+  readonly apiKeys: ReadonlySet<number>;
+  private readonly byKey = new Map<number, FrameFilter[]>();
+
+  constructor(filters: readonly FrameFilter[]) {
+    for (const filter of filters) {
+      for (const key of filter.apiKeys) {
+        const chain = this.byKey.get(key) ?? [];
+        chain.push(filter);
+        this.byKey.set(key, chain);
+      }
+    }
+    this.apiKeys = new Set(this.byKey.keys());
+  }
+
+  onRequest(info: RequestInfo, frame: Buffer, connection: FilterConnection): RequestDecision {
+    let decision: RequestDecision = {
+      action: 'forward',
+      frame,
+      // As the pipe decides for unfiltered frames: acks=0 Produce has no response.
+      expectResponse:
+        info.apiKey !== ApiKey.Produce || peekProduceAcks(frame.subarray(FRAME_SIZE_PREFIX_BYTES)) !== 0,
+    };
+    for (const filter of this.byKey.get(info.apiKey) ?? []) {
+      if (!filter.onRequest) continue;
+      decision = filter.onRequest(info, decision.frame, connection);
+      if (decision.action === 'respond') return decision;
+    }
+    return decision;
+  }
+
+  onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {
+    const chain = this.byKey.get(info.apiKey) ?? [];
+    let out: Buffer | Promise<Buffer> = frame;
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const filter = chain[i]!;
+      if (!filter.onResponse) continue;
+      out =
+        out instanceof Promise
+          ? out.then((buffer) => filter.onResponse!(info, buffer))
+          : filter.onResponse(info, out);
+    }
+    return out;
+  }
+}

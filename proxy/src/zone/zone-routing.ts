@@ -1,0 +1,113 @@
+import type { Logger } from '../log.js';
+import type { FrameFilter, FrameObserver } from '../net/frame-filter.js';
+import { type HostPort, type ListenerTls, ProxyListener, type UpstreamTls } from '../net/proxy-listener.js';
+import { RackMemory } from './client-zone.js';
+import { FilterChain } from './filter-chain.js';
+import { type ZoneConfig, zoneIngressAddress } from './zone-config.js';
+import { ZoneDirectory } from './zone-directory.js';
+import { ZoneRouteFilter, type ZoneRouteStats } from './zone-route-filter.js';
+
+export interface ZoneRoutingInput {
+  brokerId: number;
+  zone: ZoneConfig;
+  /** This pod's broker's CLIENT listener. */
+  clientUpstream: HostPort;
+  maxFrameBytes: number;
+  maxBufferedBytes: number;
+  observer?: FrameObserver;
+  log: Logger;
+  /**
+   * The client ingress's filters (ApiVersions, SaslHandshake, the WAL's Produce filter): the zone
+   * ingress and the zone egress for our own broker hand requests to the broker as it does.
+   */
+  brokerFilters: readonly FrameFilter[];
+  /** Filters of a zone egress towards a peer: only what must be answered before the broker (ApiVersions, SaslHandshake). */
+  peerFilters: readonly FrameFilter[];
+  /** Zone egresses and the zone bootstrap are client-facing: they terminate TLS as the client ingress does. */
+  clientTls?: ListenerTls;
+  /** The zone ingress takes peers only: TLS as the replication ingress (peer certificates required). */
+  ingressTls?: ListenerTls;
+  /** TLS from a zone egress to broker `id`'s zone ingress, as the replication egress dials peers. */
+  upstreamTls?: (id: number) => UpstreamTls | undefined;
+}
+
+/**
+ * The listeners and filters of zone-local routing (docs/zone-local.md):
+ * - a zone egress per broker id N on zoneEgressBase+N: what zone-aware clients are given as node
+ *   N's address; it forwards to N's zone ingress (to this pod's broker for our own id);
+ * - the zone ingress: connections from peers' zone egresses, forwarded to this pod's broker;
+ * - the zone bootstrap, a fixed port for this zone's clients: the zone egress for our own id;
+ * - the filter for the client ingress, which routes clients whose client.id or client.rack says
+ *   their zone and leaves every other client as it was.
+ */
+export class ZoneRouting {
+  readonly listeners: ProxyListener[] = [];
+  /** Chain after the client ingress's own filters. */
+  readonly clientIngressFilter: ZoneRouteFilter;
+  private readonly zoneListenerFilter: ZoneRouteFilter;
+  readonly directory: ZoneDirectory;
+
+  constructor(input: ZoneRoutingInput) {
+    const { zone, log } = input;
+    this.directory = new ZoneDirectory(zone);
+    // One memory for all listeners: a client's Fetch on any connection teaches every later one.
+    const rackMemory = new RackMemory();
+    const routeOptions = { directory: this.directory, rackMemory, rackFromFetch: zone.rackFromFetch, log };
+    this.clientIngressFilter = new ZoneRouteFilter(routeOptions);
+    this.zoneListenerFilter = new ZoneRouteFilter({ ...routeOptions, listenerZone: zone.zone });
+    const common = {
+      maxFrameBytes: input.maxFrameBytes,
+      maxBufferedBytes: input.maxBufferedBytes,
+      log,
+      ...(input.observer ? { observer: input.observer } : {}),
+    };
+    const clientFacing = input.clientTls ? { tls: input.clientTls } : {};
+    const towardsOwnBroker = [new FilterChain([...input.brokerFilters, this.zoneListenerFilter])];
+    for (const id of zone.egressBrokerIds) {
+      const own = id === input.brokerId;
+      const upstreamTls = own ? undefined : input.upstreamTls?.(id);
+      this.listeners.push(
+        new ProxyListener({
+          ...common,
+          ...clientFacing,
+          name: `zone-egress-${id}`,
+          listen: { host: zone.egressListenHost, port: zone.egressListenBase + id },
+          upstream: own ? input.clientUpstream : zoneIngressAddress(zone, id),
+          filters: own
+            ? towardsOwnBroker
+            : [new FilterChain([...input.peerFilters, this.zoneListenerFilter])],
+          ...(upstreamTls ? { upstreamTls } : {}),
+        }),
+      );
+    }
+    if (zone.bootstrapListen) {
+      this.listeners.push(
+        new ProxyListener({
+          ...common,
+          ...clientFacing,
+          name: 'zone-bootstrap',
+          listen: zone.bootstrapListen,
+          upstream: input.clientUpstream,
+          filters: towardsOwnBroker,
+        }),
+      );
+    }
+    if (zone.ingressListen) {
+      this.listeners.push(
+        new ProxyListener({
+          ...common,
+          ...(input.ingressTls ? { tls: input.ingressTls } : {}),
+          name: 'zone-ingress',
+          listen: zone.ingressListen,
+          upstream: input.clientUpstream,
+          filters: input.brokerFilters,
+        }),
+      );
+    }
+  }
+
+  /** Counters of the client ingress's routing and of the zone listeners' routing. */
+  get stats(): { clientIngress: ZoneRouteStats; zoneListeners: ZoneRouteStats } {
+    return { clientIngress: this.clientIngressFilter.stats, zoneListeners: this.zoneListenerFilter.stats };
+  }
+}
