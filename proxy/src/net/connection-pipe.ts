@@ -8,7 +8,13 @@ import {
   FrameTooLargeError,
   InvalidFrameSizeError,
 } from './frame-decoder.js';
-import type { FilterConnection, FrameFilter, FrameObserver, RequestInfo } from './frame-filter.js';
+import type {
+  FilterConnection,
+  FrameFilter,
+  FrameObserver,
+  RequestDecision,
+  RequestInfo,
+} from './frame-filter.js';
 
 const PRODUCE = 0;
 /** Smallest request after the size prefix: header v1's api key, version, correlation id, client id length. */
@@ -34,13 +40,24 @@ interface Slot {
   pending?: Promise<Buffer>;
 }
 
+/** A request whose filter decides asynchronously, or one that arrived behind such a request. */
+interface Undecided {
+  readonly slot: Slot;
+  /** The request frame's size: frames waiting here count against maxBufferedBytes. */
+  readonly bytes: number;
+  decision?: RequestDecision;
+}
+
 /**
  * One downstream connection (client or follower broker) and its upstream connection.
  *
  * Requests are forwarded as their original bytes the moment they are complete; the pipe keeps
  * the (api key, version, correlation id) of each request that has a response, in order, to pair
  * it with the response (Kafka answers in request order on a connection) and to let filters read
- * it. Responses leave in request order even when a filter answers locally or holds one.
+ * it. Responses leave in request order even when a filter answers locally or holds one. A filter
+ * may also decide a request asynchronously (a zone-local produce waits for a store write): later
+ * requests are still read and decided at once, but forwarded only after it, in arrival order, so
+ * the upstream sees the downstream's order (per-partition order, idempotent sequence numbers).
  * Backpressure both ways: a side is paused while the other side's write queue is over the bound,
  * so memory per connection stays within about maxBufferedBytes plus one frame per direction.
  */
@@ -51,6 +68,9 @@ export class ConnectionPipe {
   private readonly slots: Slot[] = [];
   /** The subset still waiting for the upstream's response, in order. */
   private readonly awaitingUpstream: Slot[] = [];
+  /** Requests not forwarded yet because a decision before them (or theirs) is still pending, in order. */
+  private readonly undecided: Undecided[] = [];
+  private undecidedBytes = 0;
   private readonly filterByKey = new Map<number, FrameFilter>();
   private closed = false;
   private draining = false;
@@ -153,7 +173,12 @@ export class ConnectionPipe {
     } finally {
       if (!this.closed) this.upstream.uncork();
     }
-    if (this.upstream.writableLength > this.options.maxBufferedBytes) this.downstream.pause();
+    // Requests waiting for a decision hold their frames: they count against the bound as well.
+    if (
+      this.upstream.writableLength > this.options.maxBufferedBytes ||
+      this.undecidedBytes > this.options.maxBufferedBytes
+    )
+      this.downstream.pause();
     this.flush();
   }
 
@@ -177,22 +202,65 @@ export class ConnectionPipe {
         expectResponse:
           key.apiKey !== PRODUCE || peekProduceAcks(frame.subarray(FRAME_SIZE_PREFIX_BYTES)) !== 0,
       };
-      if (decision.action === 'respond') {
-        this.slots.push({ info, filter, output: decision.response });
+      // The slot is taken now, in arrival order, whatever the decision turns out to be.
+      const slot: Slot = { info, filter };
+      this.slots.push(slot);
+      if (!(decision instanceof Promise) && this.undecided.length === 0) {
+        this.apply(slot, decision);
         return true;
       }
-      if (decision.expectResponse) {
-        const slot: Slot = { info, filter };
-        this.slots.push(slot);
-        this.awaitingUpstream.push(slot);
+      // A decision still to come, or one behind it: forwarded in arrival order once known.
+      const queued: Undecided = { slot, bytes: frame.length };
+      if (decision instanceof Promise) {
+        decision.then(
+          (settled) => {
+            queued.decision = settled;
+            this.applyDecided();
+          },
+          (error) => {
+            if (!this.closed) this.protocolError('request', error, frame.length - FRAME_SIZE_PREFIX_BYTES);
+          },
+        );
+      } else {
+        queued.decision = decision;
       }
-      this.options.counters.bytesToUpstream += decision.frame.length;
-      this.upstream.write(decision.frame);
+      this.undecided.push(queued);
+      this.undecidedBytes += queued.bytes;
       return true;
     } catch (error) {
       this.protocolError('request', error, frame.length - FRAME_SIZE_PREFIX_BYTES);
       return false;
     }
+  }
+
+  /** Carries out one request's decision; its slot is already in `slots`, in arrival order. */
+  private apply(slot: Slot, decision: RequestDecision): void {
+    if (decision.action === 'respond') {
+      slot.output = decision.response;
+      return;
+    }
+    if (decision.expectResponse) this.awaitingUpstream.push(slot);
+    else this.slots.splice(this.slots.lastIndexOf(slot), 1);
+    this.options.counters.bytesToUpstream += decision.frame.length;
+    this.upstream.write(decision.frame);
+  }
+
+  /** Applies the queued decisions that are known, oldest first, up to the first still pending. */
+  private applyDecided(): void {
+    if (this.closed) return;
+    this.upstream.cork();
+    try {
+      while (this.undecided[0]?.decision !== undefined) {
+        const queued = this.undecided.shift()!;
+        this.undecidedBytes -= queued.bytes;
+        this.apply(queued.slot, queued.decision!);
+      }
+    } finally {
+      this.upstream.uncork();
+    }
+    if (this.upstream.writableLength > this.options.maxBufferedBytes) this.downstream.pause();
+    else if (!this.draining && this.undecidedBytes <= this.options.maxBufferedBytes) this.downstream.resume();
+    this.flush();
   }
 
   private onUpstreamData(chunk: Buffer): void {

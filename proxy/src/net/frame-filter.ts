@@ -18,7 +18,10 @@ export type RequestDecision =
   | { readonly action: 'forward'; readonly frame: Buffer; readonly expectResponse: boolean }
   | { readonly action: 'respond'; readonly response: Buffer };
 
-/** The connection a frame belongs to, for filters that must say something about it. */
+/**
+ * The connection a frame belongs to, for filters that must say something about it. One object per
+ * connection, the same for every request of it: filters may key per-connection state by it.
+ */
 export interface FilterConnection {
   /** The connection's logger: carries the listener name and the downstream peer address. */
   readonly log: Logger;
@@ -32,7 +35,17 @@ export interface FilterConnection {
  */
 export interface FrameFilter {
   readonly apiKeys: ReadonlySet<number>;
-  onRequest?(info: RequestInfo, frame: Buffer, connection: FilterConnection): RequestDecision;
+  /**
+   * May return a promise (a request that must wait for something first, e.g. a store write). The
+   * pipe keeps reading and deciding later requests of the connection, but forwards (or answers)
+   * them only after this one, so the upstream sees them in the order the downstream sent them.
+   * A rejected promise closes the connection.
+   */
+  onRequest?(
+    info: RequestInfo,
+    frame: Buffer,
+    connection: FilterConnection,
+  ): RequestDecision | Promise<RequestDecision>;
   /** May return a promise (a response held until something is durable); order is kept anyway. */
   onResponse?(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer>;
 }

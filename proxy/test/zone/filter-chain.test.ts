@@ -60,6 +60,52 @@ describe('FilterChain', () => {
     expect(seen).toEqual([]);
   });
 
+  it('holds the later filters until a filter that decides later has decided, and sees its frame', async () => {
+    const seen: string[] = [];
+    let decide!: () => void;
+    const later: FrameFilter = {
+      apiKeys: new Set([3]),
+      onRequest: (_info, f) =>
+        new Promise((resolve) => {
+          decide = () =>
+            resolve({
+              action: 'forward',
+              frame: Buffer.concat([f, Buffer.from('later')]),
+              expectResponse: true,
+            });
+        }),
+    };
+    const chain = new FilterChain([tagging('outer', [3], seen), later, tagging('inner', [3], seen)]);
+    const decision = chain.onRequest(
+      { apiKey: 3, apiVersion: 1, correlationId: 1 },
+      Buffer.from('x'),
+      connection,
+    );
+    // Then the filter after the one deciding later has not seen the request yet
+    expect(decision).toBeInstanceOf(Promise);
+    expect(seen).toEqual(['outer:request:3']);
+    // And once it decides, the rest of the chain runs on its frame
+    decide();
+    expect(await decision).toMatchObject({ action: 'forward', frame: Buffer.from('xouterlaterinner') });
+    expect(seen).toEqual(['outer:request:3', 'inner:request:3']);
+  });
+
+  it('ends the chain at a filter that decides later to answer locally', async () => {
+    const seen: string[] = [];
+    const answering: FrameFilter = {
+      apiKeys: new Set([3]),
+      onRequest: async () => ({ action: 'respond', response: Buffer.from('local') }),
+    };
+    const chain = new FilterChain([answering, tagging('inner', [3], seen)]);
+    const decision = await chain.onRequest(
+      { apiKey: 3, apiVersion: 1, correlationId: 1 },
+      Buffer.from('x'),
+      connection,
+    );
+    expect(decision).toEqual({ action: 'respond', response: Buffer.from('local') });
+    expect(seen).toEqual([]);
+  });
+
   it('expects no response to acks=0 Produce when no filter decides', () => {
     const chain = new FilterChain([{ apiKeys: new Set([ApiKey.Produce]) }]);
     const info: RequestInfo = { apiKey: ApiKey.Produce, apiVersion: 9, correlationId: 1 };
