@@ -17,3 +17,4 @@ export * from './records/crc32c.js';
 export * from './records/record-batch.js';
 export * from './replication/wal-references.js';
 export * from './wal/index.js';
+export * from './zone/produce-references.js';
