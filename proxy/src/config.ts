@@ -321,6 +321,7 @@ function parseWalConfig(
     durableAck: bool(raw, 'wal-durable-ack', errors),
     mode: 'wal' as const,
     maxHoldMs,
+    zoneLocal: false,
   };
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);

@@ -122,7 +122,7 @@ export function sidecarOptions(yargs: Argv): Argv {
       type: 'string',
       array: true,
       describe:
-        'per-topic setting <topic-or-glob>:<key>=<value>, key one of wal, mode (wal|inline), linger.ms, target.bytes, durable.ack (repeatable, later wins)',
+        'per-topic setting <topic-or-glob>:<key>=<value>, key one of wal, mode (wal|inline), linger.ms, target.bytes, durable.ack, max.hold.ms, zone.local (repeatable, later wins)',
     })
     .option('wal-target-bytes', {
       type: 'string',

@@ -17,6 +17,11 @@ export interface TopicSettings {
   mode: 'wal' | 'inline';
   /** Leader side: how long a follower's Fetch response may wait for this topic's batches still uploading. */
   maxHoldMs: number;
+  /**
+   * Zone-local produce (docs/zone-local.md): a zone-aware producer's batches for a leader in
+   * another zone are stored in its own zone's bucket and forwarded to the leader by reference.
+   */
+  zoneLocal: boolean;
 }
 
 export interface TopicRule {
@@ -36,6 +41,7 @@ export const TOPIC_CONFIG_KEYS = {
   wal: (v: string) => parseBool(v),
   mode: (v: string): Parsed<'wal' | 'inline'> =>
     v === 'wal' || v === 'inline' ? { value: v } : { error: `'${v}' is not wal or inline` },
+  'zone.local': (v: string) => parseBool(v),
 } as const satisfies Record<string, (v: string) => Parsed<unknown>>;
 
 const SETTING_OF_KEY: Record<keyof typeof TOPIC_CONFIG_KEYS, keyof TopicSettings> = {
@@ -45,6 +51,7 @@ const SETTING_OF_KEY: Record<keyof typeof TOPIC_CONFIG_KEYS, keyof TopicSettings
   'max.hold.ms': 'maxHoldMs',
   wal: 'wal',
   mode: 'mode',
+  'zone.local': 'zoneLocal',
 };
 
 function parseBoundedInt(v: string, min: number, max: number): Parsed<number> {
@@ -100,7 +107,10 @@ export class TopicPolicy {
       for (const rule of this.rules) if (rule.match.test(topic)) Object.assign(settings, rule.settings);
       // Internal topics (__consumer_offsets, __transaction_state, the WAL's own metadata topic)
       // are written by coordinators, not only through Produce: never WAL them.
-      if (topic.startsWith('__')) settings.wal = false;
+      if (topic.startsWith('__')) {
+        settings.wal = false;
+        settings.zoneLocal = false;
+      }
       if (this.cache.size > 100_000) this.cache.clear();
       this.cache.set(topic, settings);
     }

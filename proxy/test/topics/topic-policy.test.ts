@@ -19,12 +19,16 @@ describe('--topic-config', () => {
     });
     expect(parseTopicConfig('x:mode=wal')).toEqual({ pattern: 'x', settings: { mode: 'wal' } });
     expect(parseTopicConfig('x:max.hold.ms=50')).toEqual({ pattern: 'x', settings: { maxHoldMs: 50 } });
+    expect(parseTopicConfig('orders-*:zone.local=true')).toEqual({
+      pattern: 'orders-*',
+      settings: { zoneLocal: true },
+    });
   });
 
   it('names what is wrong', () => {
     expect(parseTopicConfig('orders')).toBe("'orders' is not <topic-or-glob>:<key>=<value>");
     expect(parseTopicConfig('o:color=red')).toMatch(
-      /^'color' in 'o:color=red' is not one of linger.ms, target.bytes, durable.ack, max.hold.ms, wal, mode$/,
+      /^'color' in 'o:color=red' is not one of linger.ms, target.bytes, durable.ack, max.hold.ms, wal, mode, zone.local$/,
     );
     expect(parseTopicConfig('o:linger.ms=-1')).toBe(
       "linger.ms in 'o:linger.ms=-1': '-1' is not a whole number from 0 to 60000",
@@ -41,6 +45,7 @@ describe('TopicPolicy', () => {
     durableAck: true,
     mode: 'wal' as const,
     maxHoldMs: 200,
+    zoneLocal: false,
   };
 
   it('applies rules in order, later ones winning, and never WALs internal topics', () => {
@@ -51,6 +56,12 @@ describe('TopicPolicy', () => {
     expect(policy.settingsFor('orders')).toMatchObject({ wal: true, lingerMs: 5 });
     expect(policy.settingsFor('payments')).toMatchObject({ wal: true, lingerMs: 20 });
     expect(policy.settingsFor('__consumer_offsets').wal).toBe(false);
+  });
+
+  it('never produces internal topics zone-locally, whatever a rule says', () => {
+    const policy = new TopicPolicy(defaults, [{ pattern: '*', settings: { zoneLocal: true } }]);
+    expect(policy.settingsFor('orders').zoneLocal).toBe(true);
+    expect(policy.settingsFor('__transaction_state').zoneLocal).toBe(false);
   });
 
   it('matches globs literally apart from * and ?', () => {
