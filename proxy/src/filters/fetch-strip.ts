@@ -309,7 +309,7 @@ export class FetchStripFilter implements FrameFilter {
             baseOffset: b.header.readBigInt64BE(BASE_OFFSET_OFFSET),
             partitionLeaderEpoch: b.header.readInt32BE(PARTITION_LEADER_EPOCH_OFFSET),
             crc: b.header.readUInt32BE(CRC_OFFSET),
-            store: this.deps.storeUrl,
+            store: location.store ?? this.deps.storeUrl,
             objectKey: location.objectKey,
             position: location.position,
             length: location.length,

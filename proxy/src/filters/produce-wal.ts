@@ -95,6 +95,8 @@ export interface ProduceWalStats {
   unsupportedVersions: number;
   /** Batches the WAL writer refused to take (not a magic v2 batch). */
   batchesNotCopied: number;
+  /** Batches indexed where they were stored already (zone-local produce), not uploaded again. */
+  batchesStoredElsewhere: number;
 }
 
 /**
@@ -119,6 +121,7 @@ export class ProduceWalFilter implements FrameFilter {
     unknownTopicIds: 0,
     unsupportedVersions: 0,
     batchesNotCopied: 0,
+    batchesStoredElsewhere: 0,
   };
   private readonly pending = new WeakMap<RequestInfo, PendingCopies>();
 
@@ -130,6 +133,12 @@ export class ProduceWalFilter implements FrameFilter {
       policy: TopicPolicy;
       topicNames: TopicNames;
       publisher: WalMetadataPublisher | undefined;
+      /**
+       * Where a partition's batch of this request is stored already, if it is: a zone-local
+       * produce filled from the producer's zone bucket (zone/produce-fill.ts). Such a batch is
+       * indexed and published where it is, never uploaded a second time.
+       */
+      storedElsewhere?: (info: RequestInfo, topicKey: string, partition: number) => WalLocation | undefined;
       log: Logger;
     },
   ) {}
@@ -150,7 +159,7 @@ export class ProduceWalFilter implements FrameFilter {
         topicData.name ??
         (topicData.topicId !== undefined ? this.deps.topicNames.nameOf(topicData.topicId) : undefined);
       if (topic !== undefined) {
-        const batches = this.copyTopic(topicData, topic);
+        const batches = this.copyTopic(info, topicData, topic);
         if (batches.length > 0) topics++;
         copied.batches.push(...batches);
       } else if (topicData.topicId !== undefined) {
@@ -160,7 +169,7 @@ export class ProduceWalFilter implements FrameFilter {
         const topicId = topicData.topicId;
         copied.deferred.push(
           this.deps.topicNames.resolve(topicId).then((name) => {
-            if (name !== undefined) return this.copyTopic(topicData, name);
+            if (name !== undefined) return this.copyTopic(info, topicData, name);
             this.stats.unknownTopicIds++;
             return [];
           }),
@@ -188,7 +197,7 @@ export class ProduceWalFilter implements FrameFilter {
   }
 
   /** Appends every batch of one topic's partitions to the WAL, if the topic goes to the WAL. */
-  private copyTopic(topicData: ProduceTopicData, topic: string): PendingBatch[] {
+  private copyTopic(info: RequestInfo, topicData: ProduceTopicData, topic: string): PendingBatch[] {
     const settings = this.deps.policy.settingsFor(topic);
     if (!settings.wal) return [];
     const batches: PendingBatch[] = [];
@@ -198,9 +207,10 @@ export class ProduceWalFilter implements FrameFilter {
         // A partial batch is invalid in a Produce request; the broker rejects it.
         if (batch.partial) continue;
         const bytes = batch.bytes();
-        let ticket: WalAppendTicket;
+        const stored = this.deps.storedElsewhere?.(info, topicData.topicId ?? topic, partitionData.index);
+        let ticket: WalAppendTicket | undefined = stored && { durable: Promise.resolve(stored) };
         try {
-          ticket = this.deps.writer.append(
+          ticket ??= this.deps.writer.append(
             { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
             { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes },
           );
@@ -211,8 +221,11 @@ export class ProduceWalFilter implements FrameFilter {
           this.deps.log.debug({ topic, error: (error as Error).message }, 'batch not copied to the WAL');
           continue;
         }
-        this.stats.batchesCopied++;
-        this.stats.bytesCopied += bytes.length;
+        if (stored !== undefined) this.stats.batchesStoredElsewhere++;
+        else {
+          this.stats.batchesCopied++;
+          this.stats.bytesCopied += bytes.length;
+        }
         if (settings.mode === 'wal') this.deps.index?.add(topic, partitionData.index, bytes, ticket);
         batches.push({
           topic,
@@ -343,6 +356,7 @@ export class ProduceWalFilter implements FrameFilter {
     // unindexed, until the object expires.
     if (partition?.errorCode !== 0 || partition.baseOffset < 0n) return;
     publisher.publish({
+      store: location.store,
       objectKey: location.objectKey,
       objectSize: location.objectSize,
       topic: batch.topic,

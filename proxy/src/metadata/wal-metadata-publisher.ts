@@ -14,6 +14,8 @@ export const WAL_METADATA_TOPIC = '__remote_wal_log_metadata';
 
 /** One produced batch, stored in a WAL object, with the offsets the leader assigned it. */
 export interface WalPiece {
+  /** The store holding the object, when not the writer's own (a zone-local produce's, in its zone bucket). */
+  store?: string | undefined;
   objectKey: string;
   objectSize: number;
   topic: string;
@@ -36,6 +38,11 @@ export interface WalPiece {
 export interface WalMetadataRecordV1 {
   v: 1;
   broker: number;
+  /**
+   * The store URL holding `object`, present only when it is not the writing broker's own store:
+   * a zone-local produce's batches stay in the producer's zone bucket (docs/zone-local.md).
+   */
+  store?: string;
   object: string;
   objectSize: number;
   topic: string;
@@ -239,12 +246,13 @@ export class WalMetadataPublisher {
 export function groupPieces(pieces: WalPiece[], brokerId: number): WalMetadataRecordV1[] {
   const groups = new Map<string, WalMetadataRecordV1>();
   for (const p of pieces) {
-    const key = `${p.objectKey}\u0000${p.topic}\u0000${p.partition}`;
+    const key = `${p.store ?? ''}\u0000${p.objectKey}\u0000${p.topic}\u0000${p.partition}`;
     let record = groups.get(key);
     if (!record) {
       record = {
         v: 1,
         broker: brokerId,
+        ...(p.store !== undefined ? { store: p.store } : {}),
         object: p.objectKey,
         objectSize: p.objectSize,
         topic: p.topic,

@@ -71,6 +71,11 @@ export interface WalAppendOptions {
 
 /** Where a stored batch is: `length` bytes at `position` of object `objectKey`. */
 export interface WalLocation {
+  /**
+   * The store holding the object when it is not this sidecar's own (--wal-store-url): a
+   * zone-local produce's batch stays in the producer's zone bucket (docs/zone-local.md).
+   */
+  store?: string;
   objectKey: string;
   position: number;
   length: number;
