@@ -13,6 +13,7 @@ import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
 import { TlsFileError, type TlsFiles, TlsMaterial } from './net/tls-material.js';
 import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
+import { StoreHealth } from './store/store-health.js';
 import { Readiness, Telemetry, type TelemetryInit } from './telemetry/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
 import { WalBatchIndex } from './wal/batch-index.js';
@@ -20,6 +21,7 @@ import { WalWriter } from './wal/index.js';
 import { normalizeStoreUrl, PeerStoreReaders } from './wal/peer-store-readers.js';
 import { WalRangeReader } from './wal/range-reader.js';
 import { FilterChain } from './zone/filter-chain.js';
+import { ProduceFillFilter } from './zone/produce-fill.js';
 import { ZoneRouting } from './zone/zone-routing.js';
 
 /** A startup failure that is the operator's to fix (exit code 2), naming the flag. */
@@ -35,7 +37,10 @@ export class SidecarConfigError extends Error {
 /** The leader-side WAL parts, present when --wal-store-url is set. */
 interface WalParts {
   store: ObjectStore;
+  /** Whether the store may be used now; zone-local produce stores nothing while it is degraded. */
+  health: StoreHealth;
   writer: WalWriter;
+  policy: TopicPolicy;
   topicNames: TopicNames;
   publisher: WalMetadataPublisher;
   produceFilter: ProduceWalFilter;
@@ -45,6 +50,8 @@ interface WalParts {
   fetchFill: FetchFillFilter;
   reader: WalRangeReader;
   peerReaders: PeerStoreReaders;
+  /** Zone-local produce, leader side: fills references on the zone ingress (with --zone). */
+  produceFill?: ProduceFillFilter;
 }
 
 /**
@@ -136,6 +143,21 @@ export class Sidecar {
             }
           : {}),
         upstreamTls: upstreamTlsFor,
+        ...(this.wal?.produceFill
+          ? {
+              zoneLocalProduce: {
+                fill: this.wal.produceFill,
+                produce: {
+                  writer: this.wal.writer,
+                  storeUrl: normalizeStoreUrl(config.wal!.storeUrl),
+                  policy: this.wal.policy,
+                  topicNames: this.wal.topicNames,
+                  health: this.wal.health,
+                  log,
+                },
+              },
+            }
+          : {}),
       });
     }
     this.listeners.push(
@@ -257,6 +279,9 @@ export class Sidecar {
         await this.telemetry.stop();
         throw new SidecarConfigError('wal-store-url', `the object store is not usable: ${reason}`);
       }
+      // The validation just proved the store usable; the probe takes over when it degrades.
+      this.wal.health.markHealthy('startup validation');
+      this.wal.health.start();
       await this.wal.topicNames.start();
       this.wal.publisher.start();
     }
@@ -277,6 +302,7 @@ export class Sidecar {
     if (this.wal) {
       // Uploads still running finish (or fail) before the process exits, so no durable-ack
       // producer is left waiting on a batch that was about to be stored.
+      this.wal.health.stop();
       await this.wal.writer.close().catch(() => undefined);
       await this.wal.publisher.stop().catch(() => undefined);
       this.wal.topicNames.stop();
@@ -298,6 +324,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   } catch (error) {
     throw new SidecarConfigError('wal-store-url', (error as Error).message);
   }
+  const health = new StoreHealth({ store: wal.storeUrl, probe: () => store.validate(), log });
   const writer = new WalWriter({
     store,
     brokerId: config.brokerId,
@@ -338,8 +365,25 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   });
   const policy = new TopicPolicy(wal.defaults, wal.rules);
   const index = new WalBatchIndex();
-  const produceFilter = new ProduceWalFilter({ writer, index, policy, topicNames, publisher, log });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
+  const reader = new WalRangeReader({ store });
+  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
+  // With zones, the zone ingress fills zone-local produce references from the producer's zone
+  // bucket (one of --wal-read-store-url); the WAL filter indexes those batches where they are.
+  const produceFill = config.zone
+    ? new ProduceFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log })
+    : undefined;
+  const produceFilter = new ProduceWalFilter({
+    writer,
+    index,
+    policy,
+    topicNames,
+    publisher,
+    ...(produceFill
+      ? { storedElsewhere: (info, topic, partition) => produceFill.storedElsewhere(info, topic, partition) }
+      : {}),
+    log,
+  });
   const fetchStrip = new FetchStripFilter({
     policy,
     index,
@@ -348,8 +392,19 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     storeUrl: ownStoreUrl,
     log,
   });
-  const reader = new WalRangeReader({ store });
-  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
   const fetchFill = new FetchFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log });
-  return { store, writer, topicNames, publisher, produceFilter, fetchStrip, fetchFill, reader, peerReaders };
+  return {
+    store,
+    health,
+    writer,
+    policy,
+    topicNames,
+    publisher,
+    produceFilter,
+    fetchStrip,
+    fetchFill,
+    reader,
+    peerReaders,
+    ...(produceFill ? { produceFill } : {}),
+  };
 }

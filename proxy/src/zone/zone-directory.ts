@@ -9,6 +9,8 @@ import type { ZoneConfig } from './zone-config.js';
  */
 export class ZoneDirectory {
   private readonly nodes: ReadonlySet<number>;
+  /** Each node's rack (its zone), as the brokers' Metadata answers name it. */
+  private readonly nodeZones = new Map<number, string>();
 
   constructor(private readonly config: ZoneConfig) {
     this.nodes = new Set(config.egressBrokerIds);
@@ -16,6 +18,16 @@ export class ZoneDirectory {
 
   get ownZone(): string {
     return this.config.zone;
+  }
+
+  /** Remembers node `nodeId`'s rack from a Metadata answer; only nodes with a zone egress are kept. */
+  learnNodeZone(nodeId: number, rack: string | null | undefined): void {
+    if (rack && this.nodes.has(nodeId)) this.nodeZones.set(nodeId, rack);
+  }
+
+  /** The zone of node `nodeId`'s replicas, once a Metadata answer named it. */
+  zoneOfNode(nodeId: number): string | undefined {
+    return this.nodeZones.get(nodeId);
   }
 
   /** Whether clients of `zone` can be routed: some sidecar host serves that zone. */

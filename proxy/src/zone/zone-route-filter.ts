@@ -153,7 +153,7 @@ export class ZoneRouteFilter implements FrameFilter {
     if (info.apiKey === ApiKey.Fetch && info.apiVersion < FETCH_NODE_ENDPOINTS_VERSION) return frame;
     const address: NodeAddress = (nodeId) => this.options.directory.addressFor(zone, nodeId);
     try {
-      return rewriteResponse(info, frame, address, this.stats);
+      return rewriteResponse(info, frame, address, this.stats, this.options.directory);
     } catch (error) {
       if (!(error instanceof ProtocolError)) throw error;
       this.stats.undecodable++;
@@ -226,6 +226,7 @@ function rewriteResponse(
   frame: Buffer,
   address: NodeAddress,
   stats: ZoneRouteStats,
+  directory: ZoneDirectory,
 ): Buffer {
   const headerVersion = responseHeaderVersion(info.apiKey, info.apiVersion)!;
   const afterPrefix = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
@@ -237,6 +238,7 @@ function rewriteResponse(
   switch (info.apiKey) {
     case ApiKey.Metadata: {
       const m = decodeMetadataResponse(body, v);
+      for (const broker of m.brokers) directory.learnNodeZone(broker.nodeId, broker.rack);
       if (rewriteMetadata(m, address)) {
         stats.metadataRewritten++;
         encoded = encodeMetadataResponse(m, v);

@@ -3,8 +3,10 @@ import type { FrameFilter, FrameObserver } from '../net/frame-filter.js';
 import { type HostPort, type ListenerTls, ProxyListener, type UpstreamTls } from '../net/proxy-listener.js';
 import { RackMemory } from './client-zone.js';
 import { FilterChain } from './filter-chain.js';
+import type { ProduceFillFilter, ProduceFillStats } from './produce-fill.js';
 import { type ZoneConfig, zoneIngressAddress } from './zone-config.js';
 import { ZoneDirectory } from './zone-directory.js';
+import { ZoneProduce, type ZoneProduceOptions, type ZoneProduceStats } from './zone-produce.js';
 import { ZoneRouteFilter, type ZoneRouteStats } from './zone-route-filter.js';
 
 export interface ZoneRoutingInput {
@@ -29,13 +31,19 @@ export interface ZoneRoutingInput {
   ingressTls?: ListenerTls;
   /** TLS from a zone egress to broker `id`'s zone ingress, as the replication egress dials peers. */
   upstreamTls?: (id: number) => UpstreamTls | undefined;
+  /**
+   * Zone-local produce (present with the WAL): references on the zone egresses towards peers,
+   * filled on the zone ingress before the broker's filters see the request.
+   */
+  zoneLocalProduce?: { produce: Omit<ZoneProduceOptions, 'directory'>; fill: ProduceFillFilter };
 }
 
 /**
  * The listeners and filters of zone-local routing (docs/zone-local.md):
  * - a zone egress per broker id N on zoneEgressBase+N: what zone-aware clients are given as node
  *   N's address; it forwards to N's zone ingress (to this pod's broker for our own id);
- * - the zone ingress: connections from peers' zone egresses, forwarded to this pod's broker;
+ * - the zone ingress: connections from peers' zone egresses, forwarded to this pod's broker
+ *   (zone-local produce: references filled there, made on the zone egresses towards peers);
  * - the zone bootstrap, a fixed port for this zone's clients: the zone egress for our own id;
  * - the filter for the client ingress, which routes clients whose client.id or client.rack says
  *   their zone and leaves every other client as it was.
@@ -46,6 +54,8 @@ export class ZoneRouting {
   readonly clientIngressFilter: ZoneRouteFilter;
   private readonly zoneListenerFilter: ZoneRouteFilter;
   readonly directory: ZoneDirectory;
+  /** Zone-local produce, both sides: present with the WAL. */
+  readonly produce?: { references: ZoneProduce; fill: ProduceFillFilter };
 
   constructor(input: ZoneRoutingInput) {
     const { zone, log } = input;
@@ -63,6 +73,13 @@ export class ZoneRouting {
     };
     const clientFacing = input.clientTls ? { tls: input.clientTls } : {};
     const towardsOwnBroker = [new FilterChain([...input.brokerFilters, this.zoneListenerFilter])];
+    if (input.zoneLocalProduce) {
+      this.produce = {
+        references: new ZoneProduce({ ...input.zoneLocalProduce.produce, directory: this.directory }),
+        fill: input.zoneLocalProduce.fill,
+      };
+    }
+    const produce = this.produce;
     for (const id of zone.egressBrokerIds) {
       const own = id === input.brokerId;
       const upstreamTls = own ? undefined : input.upstreamTls?.(id);
@@ -75,7 +92,15 @@ export class ZoneRouting {
           upstream: own ? input.clientUpstream : zoneIngressAddress(zone, id),
           filters: own
             ? towardsOwnBroker
-            : [new FilterChain([...input.peerFilters, this.zoneListenerFilter])],
+            : [
+                // The reference is made after zone routing saw the request, and the leader's
+                // answer reaches it before zone routing rewrites its addresses.
+                new FilterChain([
+                  ...input.peerFilters,
+                  this.zoneListenerFilter,
+                  ...(produce ? [produce.references.filterFor(id)] : []),
+                ]),
+              ],
           ...(upstreamTls ? { upstreamTls } : {}),
         }),
       );
@@ -100,14 +125,25 @@ export class ZoneRouting {
           name: 'zone-ingress',
           listen: zone.ingressListen,
           upstream: input.clientUpstream,
-          filters: input.brokerFilters,
+          // References are filled first: the WAL's Produce filter then sees the producer's bytes.
+          filters: produce ? [new FilterChain([produce.fill, ...input.brokerFilters])] : input.brokerFilters,
         }),
       );
     }
   }
 
-  /** Counters of the client ingress's routing and of the zone listeners' routing. */
-  get stats(): { clientIngress: ZoneRouteStats; zoneListeners: ZoneRouteStats } {
-    return { clientIngress: this.clientIngressFilter.stats, zoneListeners: this.zoneListenerFilter.stats };
+  /** Counters of the client ingress's routing, the zone listeners' routing and zone-local produce. */
+  get stats(): {
+    clientIngress: ZoneRouteStats;
+    zoneListeners: ZoneRouteStats;
+    produce?: { references: ZoneProduceStats; fill: ProduceFillStats };
+  } {
+    return {
+      clientIngress: this.clientIngressFilter.stats,
+      zoneListeners: this.zoneListenerFilter.stats,
+      ...(this.produce
+        ? { produce: { references: this.produce.references.stats, fill: this.produce.fill.stats } }
+        : {}),
+    };
   }
 }

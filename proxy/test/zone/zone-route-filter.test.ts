@@ -121,6 +121,18 @@ describe('zone routing on the client ingress', () => {
     expect(filter.stats).toMatchObject({ clientsByHint: 1, metadataRewritten: 1 });
   });
 
+  it("learns each node's zone from the racks Metadata names (zone-local produce skips same-zone leaders)", () => {
+    const directory = new ZoneDirectory(ZONES);
+    const filter = new ZoneRouteFilter({ directory, rackMemory: new RackMemory(), rackFromFetch: true, log });
+    metadataThrough(filter, 'orders,walproxy_az=zone-b');
+    expect([1, 2, 3, 4].map((id) => directory.zoneOfNode(id))).toEqual([
+      'zone-a',
+      'zone-b',
+      'zone-c',
+      undefined,
+    ]);
+  });
+
   it('ignores a hint naming a zone it has no sidecar for', () => {
     const { out, original } = metadataThrough(filterFor(), 'walproxy_az=zone-x');
     expect(out).toBe(original);

@@ -1,0 +1,515 @@
+import { performance } from 'node:perf_hooks';
+import {
+  ApiKey,
+  decodeProduceRequest,
+  decodeProduceResponse,
+  decodeRequestHeader,
+  decodeResponseHeader,
+  ErrorCode,
+  encodeProduceReference,
+  encodeProduceRequest,
+  encodeProduceResponse,
+  isProduceReference,
+  type ProducePartitionData,
+  type ProduceRequest,
+  type ProduceResponse,
+  peekProduceAcks,
+  recordBatchAt,
+  responseHeaderVersion,
+} from '@walproxy/shared';
+import type { Logger } from '../log.js';
+import type { TopicNames } from '../metadata/topic-names.js';
+import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
+import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { StoreHealth } from '../store/store-health.js';
+import type { TopicPolicy } from '../topics/topic-policy.js';
+import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/wal-writer.js';
+import { PRODUCE_REFERENCE_VERSIONS } from './produce-fill.js';
+import type { ZoneDirectory } from './zone-directory.js';
+
+export const ZONE_PRODUCE_DEFAULTS = {
+  /**
+   * A store write that has not finished by then sends the request as bytes instead (the producer
+   * is waiting; S3 Express answers in ~5 ms at p50, ~15 ms at p99) and marks the store degraded.
+   */
+  storeTimeoutMs: 1_000,
+  /** After a leader could not fill a reference, requests to it go as bytes for this long. */
+  fallbackMs: 30_000,
+  /**
+   * How long later requests of a topic wait for the answer to its first Produce on a connection
+   * before deciding without it (that first one goes as bytes, and its answer decides).
+   */
+  acceptanceWaitMs: 10_000,
+} as const;
+
+/**
+ * The magic byte a client-sent reference is turned into before it leaves for a leader's zone
+ * ingress: still not a Kafka magic (the broker refuses the partition exactly as it would have),
+ * but no leader side ever fills it. Only this sidecar writes references.
+ */
+const NEUTRALIZED_MAGIC = 0x58;
+const MAGIC_OFFSET = 16;
+
+/** Why a partition's batch went to the leader as bytes. */
+export interface ZoneProduceBytesReasons {
+  /** The topic is not `zone.local` (or its id is not known here). */
+  notZoneLocal: number;
+  /** The connection's first Produce of the topic, or the last one was refused: the leader decides first. */
+  notAcceptedYet: number;
+  /** acks=0: no answer could tell the producer to retry. */
+  acksZero: number;
+  /** Not exactly one magic v2 batch: the broker judges it as sent. */
+  notOneBatch: number;
+  /** The WAL store is degraded (StoreHealth), or refused the batch. */
+  storeUnusable: number;
+  /** The store write failed or took longer than storeTimeoutMs. */
+  storeFailed: number;
+  /** The leader could not fill a reference lately: bytes for fallbackMs. */
+  leaderFallback: number;
+  /** The leader is in our own zone: its bytes cross no zone. */
+  sameZone: number;
+  /** Produce versions outside 3–13. */
+  unsupportedVersion: number;
+}
+
+export interface ZoneProduceStats {
+  requestsReferenced: number;
+  batchesReferenced: number;
+  /** Bytes of the batches sent as references: what did not cross the zone link. */
+  bytesReferenced: number;
+  batchesAsBytes: ZoneProduceBytesReasons;
+  /** Leaders that answered a reference as not filled (NOT_ENOUGH_REPLICAS, or INVALID_RECORD from a broker that got it). */
+  fallbacksStarted: number;
+  /** INVALID_RECORD / CORRUPT_MESSAGE for an unfilled reference, answered NOT_ENOUGH_REPLICAS so the producer retries. */
+  refusalsRewritten: number;
+  /** Client-sent partitions that looked like references, changed so that no leader ever fills them. */
+  clientReferencesNeutralized: number;
+  /** Wait for the store write of a referenced request: sum, count and maximum, milliseconds. */
+  storeMsTotal: number;
+  storeCount: number;
+  storeMsMax: number;
+}
+
+export interface ZoneProduceOptions {
+  /** This sidecar's WAL writer: its own zone's bucket. */
+  writer: WalWriter;
+  /** The URL of that store, as references name it (normalized --wal-store-url). */
+  storeUrl: string;
+  policy: TopicPolicy;
+  topicNames: TopicNames;
+  /** While degraded, nothing is referenced. */
+  health?: StoreHealth | undefined;
+  directory: ZoneDirectory;
+  storeTimeoutMs?: number;
+  fallbackMs?: number;
+  acceptanceWaitMs?: number;
+  now?: () => number;
+  log: Logger;
+}
+
+/** What a connection's leader has accepted: topics (name, or id from v13) answered without error. */
+interface ConnectionState {
+  accepted: Set<string>;
+  /** Topics whose first Produce on the connection is not answered yet: later ones wait for that answer. */
+  awaiting: Map<string, Awaiting>;
+}
+
+interface Awaiting {
+  promise: Promise<void>;
+  settle(): void;
+}
+
+interface Candidate {
+  topicKey: string;
+  partition: ProducePartitionData;
+  ticket: WalAppendTicket;
+  batch: Buffer;
+}
+
+interface RequestState {
+  connection: ConnectionState;
+  /** `${topicKey}\0${partition}` of the partitions sent as references. */
+  referenced: Set<string>;
+}
+
+/**
+ * The producer's zone side of zone-local produce (docs/zone-local.md), on a zone egress towards a
+ * leader in another pod. For a topic set `zone.local`, once the leader has accepted the topic on
+ * this connection, each partition's batch is stored in this zone's bucket first (its own WAL
+ * object, sealed at once: the producer is waiting) and the request goes on with a reference in
+ * its place (shared/src/zone/produce-references.ts); the leader's sidecar fills it back
+ * (produce-fill.ts). The client's connection is still end to end with the leader, so the broker
+ * judges everything as on a direct connection.
+ *
+ * Never worse than stock: whatever cannot go by reference goes as the client's bytes — acks=0,
+ * the first Produce of a topic on a connection (a producer denied write never makes us store
+ * anything), a degraded or failing store, a leader that could not fill a reference lately.
+ */
+export class ZoneProduce {
+  readonly stats: ZoneProduceStats = {
+    requestsReferenced: 0,
+    batchesReferenced: 0,
+    bytesReferenced: 0,
+    batchesAsBytes: {
+      notZoneLocal: 0,
+      notAcceptedYet: 0,
+      acksZero: 0,
+      notOneBatch: 0,
+      storeUnusable: 0,
+      storeFailed: 0,
+      leaderFallback: 0,
+      sameZone: 0,
+      unsupportedVersion: 0,
+    },
+    fallbacksStarted: 0,
+    refusalsRewritten: 0,
+    clientReferencesNeutralized: 0,
+    storeMsTotal: 0,
+    storeCount: 0,
+    storeMsMax: 0,
+  };
+  private readonly connections = new WeakMap<FilterConnection, ConnectionState>();
+  /** Leader id → until when its requests go as bytes. */
+  private readonly fallbackUntil = new Map<number, number>();
+  private readonly storeTimeoutMs: number;
+  private readonly fallbackMs: number;
+  private readonly acceptanceWaitMs: number;
+  private readonly now: () => number;
+
+  constructor(private readonly options: ZoneProduceOptions) {
+    this.storeTimeoutMs = options.storeTimeoutMs ?? ZONE_PRODUCE_DEFAULTS.storeTimeoutMs;
+    this.fallbackMs = options.fallbackMs ?? ZONE_PRODUCE_DEFAULTS.fallbackMs;
+    this.acceptanceWaitMs = options.acceptanceWaitMs ?? ZONE_PRODUCE_DEFAULTS.acceptanceWaitMs;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** The filter of the zone egress towards broker `leaderId`. */
+  filterFor(leaderId: number): FrameFilter {
+    const requests = new WeakMap<RequestInfo, RequestState>();
+    return {
+      apiKeys: new Set([ApiKey.Produce]),
+      onRequest: (info, frame, connection) => this.onRequest(leaderId, requests, info, frame, connection),
+      onResponse: (info, frame) => this.onResponse(leaderId, requests, info, frame),
+    };
+  }
+
+  /** Whether requests to `leaderId` go as bytes for now because it could not fill a reference. */
+  inFallback(leaderId: number): boolean {
+    const until = this.fallbackUntil.get(leaderId);
+    if (until === undefined) return false;
+    if (this.now() < until) return true;
+    this.fallbackUntil.delete(leaderId);
+    return false;
+  }
+
+  private onRequest(
+    leaderId: number,
+    requests: WeakMap<RequestInfo, RequestState>,
+    info: RequestInfo,
+    original: Buffer,
+    connection: FilterConnection,
+  ): RequestDecision | Promise<RequestDecision> {
+    const payload = original.subarray(FRAME_SIZE_PREFIX_BYTES);
+    const acks = peekProduceAcks(payload);
+    const bytes = this.stats.batchesAsBytes;
+    if (
+      info.apiVersion < PRODUCE_REFERENCE_VERSIONS.min ||
+      info.apiVersion > PRODUCE_REFERENCE_VERSIONS.max
+    ) {
+      bytes.unsupportedVersion++;
+      return { action: 'forward', frame: original, expectResponse: acks !== 0 };
+    }
+    const header = decodeRequestHeader(payload);
+    let request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    const frame = this.neutralized(
+      original,
+      request.topicData.flatMap((t) => t.partitionData),
+    );
+    // Whatever goes on, references included, is built from the neutralized bytes.
+    if (frame !== original) {
+      request = decodeProduceRequest(
+        frame.subarray(FRAME_SIZE_PREFIX_BYTES + header.headerLength),
+        info.apiVersion,
+      );
+    }
+    const asBytes: RequestDecision = { action: 'forward', frame, expectResponse: acks !== 0 };
+    const partitions = request.topicData.reduce((n, t) => n + t.partitionData.length, 0);
+    if (acks === 0) {
+      bytes.acksZero += partitions;
+      return asBytes;
+    }
+    let state = this.connections.get(connection);
+    if (state === undefined) {
+      state = { accepted: new Set(), awaiting: new Map() };
+      this.connections.set(connection, state);
+    }
+    const requestState: RequestState = { connection: state, referenced: new Set() };
+    requests.set(info, requestState);
+    const headerBytes = frame.subarray(
+      FRAME_SIZE_PREFIX_BYTES,
+      FRAME_SIZE_PREFIX_BYTES + header.headerLength,
+    );
+    const decide = (): RequestDecision | Promise<RequestDecision> => {
+      const outcome = this.classify(leaderId, request, requestState);
+      if ('waitFor' in outcome) return Promise.all(outcome.waitFor).then(decide);
+      if (outcome.candidates.length === 0) return asBytes;
+      return this.reference(info, headerBytes, request, outcome.candidates, requestState, asBytes);
+    };
+    return decide();
+  }
+
+  /**
+   * Which partitions go by reference, their batches handed to the writer; or, when a topic's first
+   * answer on this connection is still awaited, what to wait for before deciding (the request is
+   * then held: it goes by reference if the leader accepted the topic). Holding rather than sending
+   * bytes keeps a pipelining producer's first requests off the zone link too.
+   */
+  private classify(
+    leaderId: number,
+    request: ProduceRequest,
+    state: RequestState,
+  ): { candidates: Candidate[] } | { waitFor: Promise<unknown>[] } {
+    const bytes = this.stats.batchesAsBytes;
+    const connection = state.connection;
+    const leaderZone = this.options.directory.zoneOfNode(leaderId);
+    const blocked: keyof ZoneProduceBytesReasons | undefined =
+      leaderZone === this.options.directory.ownZone
+        ? 'sameZone'
+        : this.inFallback(leaderId)
+          ? 'leaderFallback'
+          : this.options.health !== undefined && !this.options.health.usable
+            ? 'storeUnusable'
+            : undefined;
+    const topics = request.topicData.map((topic) => {
+      const topicKey = topic.topicId ?? topic.name ?? '';
+      const name =
+        topic.name ??
+        (topic.topicId !== undefined ? this.options.topicNames.nameOf(topic.topicId) : undefined);
+      const settings = name === undefined ? undefined : this.options.policy.settingsFor(name);
+      const wanted = settings?.zoneLocal === true && blocked === undefined;
+      return { topic, topicKey, name, settings, wanted };
+    });
+    const waitFor = topics
+      .filter((t) => t.wanted && !connection.accepted.has(t.topicKey))
+      .map((t) => connection.awaiting.get(t.topicKey)?.promise)
+      .filter((p) => p !== undefined);
+    if (waitFor.length > 0) return { waitFor };
+
+    const candidates: Candidate[] = [];
+    for (const { topic, topicKey, name, settings, wanted } of topics) {
+      const first = wanted && !connection.accepted.has(topicKey);
+      // This request asks the leader first: its answer says whether the topic may go by reference.
+      if (first) connection.awaiting.set(topicKey, this.awaitAnswer(connection, topicKey));
+      for (const partition of topic.partitionData) {
+        const reason: keyof ZoneProduceBytesReasons | undefined = !settings?.zoneLocal
+          ? 'notZoneLocal'
+          : (blocked ?? (first ? 'notAcceptedYet' : undefined));
+        const batch = reason === undefined ? oneBatch(partition.records) : undefined;
+        if (reason !== undefined || batch === undefined) {
+          bytes[reason ?? 'notOneBatch']++;
+          continue;
+        }
+        let ticket: WalAppendTicket;
+        try {
+          // Sealed at once: the producer is waiting for this object, not for more batches.
+          ticket = this.options.writer.append(
+            { topicId: topic.topicId, topicName: name!, partition: partition.index, batch },
+            { lingerMs: 0, targetBytes: settings!.targetBytes },
+          );
+        } catch {
+          bytes.storeUnusable++;
+          continue;
+        }
+        candidates.push({ topicKey, partition, ticket, batch });
+      }
+    }
+    return { candidates };
+  }
+
+  /** Settled by the leader's next answer for the topic on this connection, or after a while anyway. */
+  private awaitAnswer(connection: ConnectionState, topicKey: string): Awaiting {
+    let settle!: () => void;
+    const promise = new Promise<void>((resolve) => {
+      settle = resolve;
+    });
+    const timer = setTimeout(() => awaiting.settle(), this.acceptanceWaitMs);
+    timer.unref();
+    const awaiting: Awaiting = {
+      promise,
+      settle: () => {
+        clearTimeout(timer);
+        if (connection.awaiting.get(topicKey) === awaiting) connection.awaiting.delete(topicKey);
+        settle();
+      },
+    };
+    return awaiting;
+  }
+
+  /** Waits for the batches' store write, then forwards the request with references in their place. */
+  private async reference(
+    info: RequestInfo,
+    headerBytes: Buffer,
+    request: ProduceRequest,
+    candidates: Candidate[],
+    state: RequestState,
+    asBytes: RequestDecision,
+  ): Promise<RequestDecision> {
+    const started = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    let locations: WalLocation[];
+    try {
+      locations = await Promise.race([
+        Promise.all(candidates.map((c) => c.ticket.durable)),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`not stored within ${this.storeTimeoutMs} ms`)),
+            this.storeTimeoutMs,
+          );
+        }),
+      ]);
+    } catch (error) {
+      // The store is failing or slow: the producer gets the stock path at once.
+      this.stats.batchesAsBytes.storeFailed += candidates.length;
+      this.options.health?.markDegraded(`zone-local produce: ${(error as Error).message}`);
+      this.options.log.debug(
+        { error: (error as Error).message },
+        'zone-local produce: store write failed, sending bytes',
+      );
+      return asBytes;
+    } finally {
+      clearTimeout(timer);
+      const ms = performance.now() - started;
+      this.stats.storeMsTotal += ms;
+      this.stats.storeCount++;
+      this.stats.storeMsMax = Math.max(this.stats.storeMsMax, ms);
+    }
+    this.options.health?.markHealthy('zone-local produce stored');
+    for (const [i, c] of candidates.entries()) {
+      const location = locations[i]!;
+      c.partition.records = encodeProduceReference(c.batch, {
+        store: this.options.storeUrl,
+        objectKey: location.objectKey,
+        position: location.position,
+        objectSize: location.objectSize,
+      });
+      state.referenced.add(`${c.topicKey}\u0000${c.partition.index}`);
+      this.stats.bytesReferenced += c.batch.length;
+    }
+    this.stats.requestsReferenced++;
+    this.stats.batchesReferenced += candidates.length;
+    return {
+      action: 'forward',
+      frame: withSizePrefix([headerBytes, encodeProduceRequest(request, info.apiVersion)]),
+      expectResponse: true,
+    };
+  }
+
+  private onResponse(
+    leaderId: number,
+    requests: WeakMap<RequestInfo, RequestState>,
+    info: RequestInfo,
+    frame: Buffer,
+  ): Buffer {
+    const state = requests.get(info);
+    if (state === undefined) return frame;
+    requests.delete(info);
+    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    const { headerLength } = decodeResponseHeader(
+      payload,
+      responseHeaderVersion(ApiKey.Produce, info.apiVersion)!,
+    );
+    const response = decodeProduceResponse(payload.subarray(headerLength), info.apiVersion);
+    const rewritten = this.learn(leaderId, info.apiVersion, state, response);
+    if (!rewritten) return frame;
+    return withSizePrefix([
+      payload.subarray(0, headerLength),
+      encodeProduceResponse(response, info.apiVersion),
+    ]);
+  }
+
+  /** Learns from the leader's answer; returns whether a partition's answer was changed. */
+  private learn(leaderId: number, version: number, state: RequestState, response: ProduceResponse): boolean {
+    let changed = false;
+    let fallback = false;
+    for (const topic of response.responses) {
+      const topicKey = topic.topicId ?? topic.name ?? '';
+      if (topic.partitionResponses.every((p) => p.errorCode === 0)) state.connection.accepted.add(topicKey);
+      // A revoked ACL: the next batches of this topic wait for the leader's word again.
+      else if (topic.partitionResponses.some((p) => AUTHORIZATION_ERRORS.has(p.errorCode)))
+        state.connection.accepted.delete(topicKey);
+      // Requests held for this answer decide now: by reference if it accepted the topic.
+      state.connection.awaiting.get(topicKey)?.settle();
+      for (const p of topic.partitionResponses) {
+        if (!state.referenced.has(`${topicKey}\u0000${p.index}`)) continue;
+        if (p.errorCode === ErrorCode.NOT_ENOUGH_REPLICAS) fallback = true;
+        else if (unfilledRefusal(version, p.errorCode, p.errorMessage)) {
+          // A leader without zone-local produce (an older walproxy, or none) gave the broker the
+          // reference, which refused it without appending: retriable, and the retry goes as bytes.
+          p.errorCode = ErrorCode.NOT_ENOUGH_REPLICAS;
+          if (version >= 8)
+            p.errorMessage = 'walproxy: the leader did not take a zone-local reference; not appended, retry';
+          this.stats.refusalsRewritten++;
+          fallback = true;
+          changed = true;
+        }
+      }
+    }
+    if (fallback) {
+      if (!this.inFallback(leaderId)) {
+        this.stats.fallbacksStarted++;
+        this.options.log.warn(
+          { leaderId, forMs: this.fallbackMs },
+          'zone-local produce: the leader could not fill a reference; sending it bytes for a while',
+        );
+      }
+      this.fallbackUntil.set(leaderId, this.now() + this.fallbackMs);
+    }
+    return changed;
+  }
+
+  /** The frame, with the magic of any client-sent reference changed so that no leader fills it. */
+  private neutralized(frame: Buffer, partitions: ProducePartitionData[]): Buffer {
+    let out = frame;
+    for (const partition of partitions) {
+      if (!isProduceReference(partition.records)) continue;
+      if (out === frame) out = Buffer.from(frame);
+      out[partition.records.byteOffset - frame.byteOffset + MAGIC_OFFSET] = NEUTRALIZED_MAGIC;
+      this.stats.clientReferencesNeutralized++;
+    }
+    return out;
+  }
+}
+
+const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
+  ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+  ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+  ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+]);
+
+/**
+ * Whether a broker refused a partition because its batch was a reference nobody filled: the magic
+ * check (ProduceRequest.validateRecords), INVALID_RECORD, says so in its message from v8; before
+ * v8 the code is all there is.
+ */
+function unfilledRefusal(version: number, errorCode: number, message: string | null | undefined): boolean {
+  if (errorCode !== ErrorCode.INVALID_RECORD && errorCode !== ErrorCode.CORRUPT_MESSAGE) return false;
+  return version < 8 || message == null || /magic/i.test(message);
+}
+
+/** The partition's only batch, when its Records field is exactly one complete magic v2 batch. */
+function oneBatch(records: Buffer | null): Buffer | undefined {
+  if (records === null) return undefined;
+  try {
+    const batch = recordBatchAt(records, 0);
+    return !batch.partial && batch.size === records.length ? records : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function withSizePrefix(parts: Buffer[]): Buffer {
+  const size = parts.reduce((n, p) => n + p.length, 0);
+  const prefix = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
+  prefix.writeInt32BE(size, 0);
+  return Buffer.concat([prefix, ...parts], size + FRAME_SIZE_PREFIX_BYTES);
+}
