@@ -18,6 +18,13 @@ import {
   responseHeaderVersion,
 } from '@walproxy/shared';
 import type { Logger } from '../log.js';
+import {
+  decodeSaslAuthenticateRequest,
+  decodeSaslAuthenticateResponse,
+  decodeSaslHandshakeRequest,
+  SASL_AUTHENTICATE,
+  SASL_HANDSHAKE,
+} from '../metadata/sasl-messages.js';
 import type { TopicNames } from '../metadata/topic-names.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
@@ -25,6 +32,7 @@ import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/wal-writer.js';
 import { PRODUCE_REFERENCE_VERSIONS } from './produce-fill.js';
+import { saslUsername } from './sasl-identity.js';
 import type { ZoneDirectory } from './zone-directory.js';
 
 export const ZONE_PRODUCE_DEFAULTS = {
@@ -52,8 +60,10 @@ const MAGIC_OFFSET = 16;
 
 /** Why a partition's batch went to the leader as bytes. */
 export interface ZoneProduceBytesReasons {
-  /** The topic is not `zone.local` (or its id is not known here). */
+  /** The topic is not `zone.local`. */
   notZoneLocal: number;
+  /** Produce v13 named the topic by an id this sidecar's broker has not named yet (a refresh is under way). */
+  unknownTopicId: number;
   /** The connection's first Produce of the topic, or the last one was refused: the leader decides first. */
   notAcceptedYet: number;
   /** acks=0: no answer could tell the producer to retry. */
@@ -107,11 +117,17 @@ export interface ZoneProduceOptions {
   log: Logger;
 }
 
-/** What a connection's leader has accepted: topics (name, or id from v13) answered without error. */
+/**
+ * Whose ACLs the broker applies on a connection, as far as this sidecar can tell: set once a SASL
+ * PLAIN or SCRAM login names its user, `anonymous` for a connection that never logged in (behind
+ * the sidecar the broker's listener is PLAINTEXT: every such client is User:ANONYMOUS), and the
+ * connection itself for mechanisms whose identity the sidecar cannot read (GSSAPI, OAUTHBEARER).
+ */
 interface ConnectionState {
-  accepted: Set<string>;
-  /** Topics whose first Produce on the connection is not answered yet: later ones wait for that answer. */
-  awaiting: Map<string, Awaiting>;
+  readonly id: number;
+  mechanism?: string;
+  /** The user the connection's SASL login named; the broker closes a connection whose login fails. */
+  user?: string;
 }
 
 interface Awaiting {
@@ -127,15 +143,21 @@ interface Candidate {
 }
 
 interface RequestState {
-  connection: ConnectionState;
+  /** Each topic of the request (name, or id from v13, as the response names it) → its acceptance key. */
+  acceptance: Map<string, string>;
   /** `${topicKey}\0${partition}` of the partitions sent as references. */
   referenced: Set<string>;
 }
 
+/** Acceptances remembered at most; the oldest go first (they are learnt again with one Produce as bytes). */
+const MAX_ACCEPTED = 10_000;
+
 /**
  * The producer's zone side of zone-local produce (docs/zone-local.md), on a zone egress towards a
- * leader in another pod. For a topic set `zone.local`, once the leader has accepted the topic on
- * this connection, each partition's batch is stored in this zone's bucket first (its own WAL
+ * leader in another pod. For a topic set `zone.local`, once a leader has accepted the topic from
+ * this producer (its first Produce of the topic through this sidecar goes as bytes, and the
+ * broker's answer is the authorization: see ConnectionState for who "this producer" is), each
+ * partition's batch is stored in this zone's bucket first (its own WAL
  * object, sealed at once: the producer is waiting) and the request goes on with a reference in
  * its place (shared/src/zone/produce-references.ts); the leader's sidecar fills it back
  * (produce-fill.ts). The client's connection is still end to end with the leader, so the broker
@@ -152,6 +174,7 @@ export class ZoneProduce {
     bytesReferenced: 0,
     batchesAsBytes: {
       notZoneLocal: 0,
+      unknownTopicId: 0,
       notAcceptedYet: 0,
       acksZero: 0,
       notOneBatch: 0,
@@ -169,6 +192,11 @@ export class ZoneProduce {
     storeMsMax: 0,
   };
   private readonly connections = new WeakMap<FilterConnection, ConnectionState>();
+  private nextConnectionId = 0;
+  /** `${identity}\0${topic}` a leader answered without error, oldest first. */
+  private readonly accepted = new Set<string>();
+  /** Keys whose first Produce is not answered yet: later ones wait for that answer. */
+  private readonly awaiting = new Map<string, Awaiting>();
   /** Leader id → until when its requests go as bytes. */
   private readonly fallbackUntil = new Map<number, number>();
   private readonly storeTimeoutMs: number;
@@ -186,11 +214,61 @@ export class ZoneProduce {
   /** The filter of the zone egress towards broker `leaderId`. */
   filterFor(leaderId: number): FrameFilter {
     const requests = new WeakMap<RequestInfo, RequestState>();
+    const logins = new WeakMap<RequestInfo, ConnectionState>();
     return {
-      apiKeys: new Set([ApiKey.Produce]),
-      onRequest: (info, frame, connection) => this.onRequest(leaderId, requests, info, frame, connection),
-      onResponse: (info, frame) => this.onResponse(leaderId, requests, info, frame),
+      apiKeys: new Set([ApiKey.Produce, SASL_HANDSHAKE, SASL_AUTHENTICATE]),
+      onRequest: (info, frame, connection) => {
+        if (info.apiKey === ApiKey.Produce)
+          return this.onRequest(leaderId, requests, info, frame, connection);
+        this.onSasl(info, frame, this.connectionState(connection), logins);
+        return { action: 'forward', frame, expectResponse: true };
+      },
+      onResponse: (info, frame) => {
+        if (info.apiKey === ApiKey.Produce) return this.onResponse(leaderId, requests, info, frame);
+        const login = logins.get(info);
+        // A failed login: the broker closes the connection; nothing of it is remembered.
+        if (login !== undefined && saslAuthenticateFailed(info, frame)) login.user = undefined;
+        return frame;
+      },
     };
+  }
+
+  private connectionState(connection: FilterConnection): ConnectionState {
+    let state = this.connections.get(connection);
+    if (state === undefined) {
+      state = { id: this.nextConnectionId++ };
+      this.connections.set(connection, state);
+    }
+    return state;
+  }
+
+  /** Reads the mechanism of a SASL handshake and the user of a PLAIN or SCRAM login. */
+  private onSasl(
+    info: RequestInfo,
+    frame: Buffer,
+    state: ConnectionState,
+    logins: WeakMap<RequestInfo, ConnectionState>,
+  ): void {
+    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    try {
+      const { headerLength } = decodeRequestHeader(payload);
+      const body = payload.subarray(headerLength);
+      if (info.apiKey === SASL_HANDSHAKE) {
+        state.mechanism = decodeSaslHandshakeRequest(body, info.apiVersion);
+        state.user = undefined;
+      } else if (state.mechanism !== undefined) {
+        state.user ??= saslUsername(state.mechanism, decodeSaslAuthenticateRequest(body, info.apiVersion));
+        logins.set(info, state);
+      }
+    } catch {
+      // Not ours to judge: the broker answers a malformed login; the connection stays unnamed.
+    }
+  }
+
+  /** Who the broker authorizes on this connection, as a key for what it accepted. */
+  private identityOf(state: ConnectionState): string {
+    if (state.mechanism === undefined) return 'anonymous';
+    return state.user !== undefined ? `user:${state.user}` : `connection:${state.id}`;
   }
 
   /** Whether requests to `leaderId` go as bytes for now because it could not fill a reference. */
@@ -238,19 +316,15 @@ export class ZoneProduce {
       bytes.acksZero += partitions;
       return asBytes;
     }
-    let state = this.connections.get(connection);
-    if (state === undefined) {
-      state = { accepted: new Set(), awaiting: new Map() };
-      this.connections.set(connection, state);
-    }
-    const requestState: RequestState = { connection: state, referenced: new Set() };
+    const identity = this.identityOf(this.connectionState(connection));
+    const requestState: RequestState = { acceptance: new Map(), referenced: new Set() };
     requests.set(info, requestState);
     const headerBytes = frame.subarray(
       FRAME_SIZE_PREFIX_BYTES,
       FRAME_SIZE_PREFIX_BYTES + header.headerLength,
     );
     const decide = (): RequestDecision | Promise<RequestDecision> => {
-      const outcome = this.classify(leaderId, request, requestState);
+      const outcome = this.classify(leaderId, request, identity, requestState);
       if ('waitFor' in outcome) return Promise.all(outcome.waitFor).then(decide);
       if (outcome.candidates.length === 0) return asBytes;
       return this.reference(info, headerBytes, request, outcome.candidates, requestState, asBytes);
@@ -267,10 +341,10 @@ export class ZoneProduce {
   private classify(
     leaderId: number,
     request: ProduceRequest,
+    identity: string,
     state: RequestState,
   ): { candidates: Candidate[] } | { waitFor: Promise<unknown>[] } {
     const bytes = this.stats.batchesAsBytes;
-    const connection = state.connection;
     const leaderZone = this.options.directory.zoneOfNode(leaderId);
     const blocked: keyof ZoneProduceBytesReasons | undefined =
       leaderZone === this.options.directory.ownZone
@@ -287,23 +361,28 @@ export class ZoneProduce {
         (topic.topicId !== undefined ? this.options.topicNames.nameOf(topic.topicId) : undefined);
       const settings = name === undefined ? undefined : this.options.policy.settingsFor(name);
       const wanted = settings?.zoneLocal === true && blocked === undefined;
-      return { topic, topicKey, name, settings, wanted };
+      const key = `${identity}\u0000${name ?? topicKey}`;
+      state.acceptance.set(topicKey, key);
+      return { topic, topicKey, key, name, settings, wanted };
     });
     const waitFor = topics
-      .filter((t) => t.wanted && !connection.accepted.has(t.topicKey))
-      .map((t) => connection.awaiting.get(t.topicKey)?.promise)
+      .filter((t) => t.wanted && !this.accepted.has(t.key))
+      .map((t) => this.awaiting.get(t.key)?.promise)
       .filter((p) => p !== undefined);
     if (waitFor.length > 0) return { waitFor };
 
     const candidates: Candidate[] = [];
-    for (const { topic, topicKey, name, settings, wanted } of topics) {
-      const first = wanted && !connection.accepted.has(topicKey);
+    for (const { topic, topicKey, key, name, settings, wanted } of topics) {
+      const first = wanted && !this.accepted.has(key);
       // This request asks the leader first: its answer says whether the topic may go by reference.
-      if (first) connection.awaiting.set(topicKey, this.awaitAnswer(connection, topicKey));
+      if (first) this.awaiting.set(key, this.awaitAnswer(key));
       for (const partition of topic.partitionData) {
-        const reason: keyof ZoneProduceBytesReasons | undefined = !settings?.zoneLocal
-          ? 'notZoneLocal'
-          : (blocked ?? (first ? 'notAcceptedYet' : undefined));
+        const reason: keyof ZoneProduceBytesReasons | undefined =
+          name === undefined
+            ? 'unknownTopicId'
+            : !settings?.zoneLocal
+              ? 'notZoneLocal'
+              : (blocked ?? (first ? 'notAcceptedYet' : undefined));
         const batch = reason === undefined ? oneBatch(partition.records) : undefined;
         if (reason !== undefined || batch === undefined) {
           bytes[reason ?? 'notOneBatch']++;
@@ -326,8 +405,8 @@ export class ZoneProduce {
     return { candidates };
   }
 
-  /** Settled by the leader's next answer for the topic on this connection, or after a while anyway. */
-  private awaitAnswer(connection: ConnectionState, topicKey: string): Awaiting {
+  /** Settled by the leader's next answer for the key's topic, or after a while anyway. */
+  private awaitAnswer(key: string): Awaiting {
     let settle!: () => void;
     const promise = new Promise<void>((resolve) => {
       settle = resolve;
@@ -338,7 +417,7 @@ export class ZoneProduce {
       promise,
       settle: () => {
         clearTimeout(timer);
-        if (connection.awaiting.get(topicKey) === awaiting) connection.awaiting.delete(topicKey);
+        if (this.awaiting.get(key) === awaiting) this.awaiting.delete(key);
         settle();
       },
     };
@@ -433,12 +512,19 @@ export class ZoneProduce {
     let fallback = false;
     for (const topic of response.responses) {
       const topicKey = topic.topicId ?? topic.name ?? '';
-      if (topic.partitionResponses.every((p) => p.errorCode === 0)) state.connection.accepted.add(topicKey);
-      // A revoked ACL: the next batches of this topic wait for the leader's word again.
-      else if (topic.partitionResponses.some((p) => AUTHORIZATION_ERRORS.has(p.errorCode)))
-        state.connection.accepted.delete(topicKey);
-      // Requests held for this answer decide now: by reference if it accepted the topic.
-      state.connection.awaiting.get(topicKey)?.settle();
+      const key = state.acceptance.get(topicKey);
+      if (key !== undefined) {
+        if (topic.partitionResponses.every((p) => p.errorCode === 0)) {
+          this.accepted.delete(key);
+          this.accepted.add(key);
+          if (this.accepted.size > MAX_ACCEPTED) this.accepted.delete(this.accepted.values().next().value!);
+        } else if (topic.partitionResponses.some((p) => AUTHORIZATION_ERRORS.has(p.errorCode))) {
+          // A revoked ACL: the next batches of this topic wait for the leader's word again.
+          this.accepted.delete(key);
+        }
+        // Requests held for this answer decide now: by reference if it accepted the topic.
+        this.awaiting.get(key)?.settle();
+      }
       for (const p of topic.partitionResponses) {
         if (!state.referenced.has(`${topicKey}\u0000${p.index}`)) continue;
         if (p.errorCode === ErrorCode.NOT_ENOUGH_REPLICAS) fallback = true;
@@ -491,6 +577,19 @@ const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
  * check (ProduceRequest.validateRecords), INVALID_RECORD, says so in its message from v8; before
  * v8 the code is all there is.
  */
+function saslAuthenticateFailed(info: RequestInfo, frame: Buffer): boolean {
+  try {
+    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    const { headerLength } = decodeResponseHeader(
+      payload,
+      responseHeaderVersion(SASL_AUTHENTICATE, info.apiVersion)!,
+    );
+    return decodeSaslAuthenticateResponse(payload.subarray(headerLength), info.apiVersion).errorCode !== 0;
+  } catch {
+    return true;
+  }
+}
+
 function unfilledRefusal(version: number, errorCode: number, message: string | null | undefined): boolean {
   if (errorCode !== ErrorCode.INVALID_RECORD && errorCode !== ErrorCode.CORRUPT_MESSAGE) return false;
   return version < 8 || message == null || /magic/i.test(message);

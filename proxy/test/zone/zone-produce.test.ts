@@ -16,6 +16,11 @@ import { describe, expect, it } from 'vitest';
 import { buildRecordBatch } from '../../../shared/test/helpers/record-batches.js';
 import { ProduceWalFilter } from '../../src/filters/produce-wal.js';
 import { createLogger } from '../../src/log.js';
+import {
+  encodeSaslAuthenticateRequest,
+  encodeSaslAuthenticateResponse,
+  encodeSaslHandshakeRequest,
+} from '../../src/metadata/sasl-messages.js';
 import type { TopicNames } from '../../src/metadata/topic-names.js';
 import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
 import type { FilterConnection, RequestDecision, RequestInfo } from '../../src/net/frame-filter.js';
@@ -236,11 +241,52 @@ function setup(
 
 /** A first produce of `topic` on the connection, answered without error: the leader accepted it. */
 async function accepted(s: ReturnType<typeof setup>, topic: Topic, version = 9): Promise<void> {
+  await acceptOn(s, s.egressConnection, topic, version);
+}
+
+async function acceptOn(
+  s: ReturnType<typeof setup>,
+  connection: FilterConnection,
+  topic: Topic,
+  version = 9,
+): Promise<void> {
   const i = info(version);
   const first = produce(i, [{ topic, batches: [batch(0)] }]);
-  const out = await s.throughZone(i, first);
+  const out = await s.throughZone(i, first, connection);
   expect(out).toBe(first);
   s.back(i, answer(i, first));
+}
+
+/** A new connection on which the client logged in with `mechanism`, its first message `authBytes`. */
+async function login(
+  s: ReturnType<typeof setup>,
+  mechanism: string,
+  authBytes: Buffer,
+): Promise<FilterConnection> {
+  const connection: FilterConnection = { log };
+  const handshake: RequestInfo = { apiKey: 17, apiVersion: 1, correlationId: nextCorrelation++ };
+  await s.egress.onRequest!(
+    handshake,
+    requestFrame(handshake, 'p', encodeSaslHandshakeRequest(mechanism, 1)),
+    connection,
+  );
+  const auth: RequestInfo = { apiKey: 36, apiVersion: 2, correlationId: nextCorrelation++ };
+  await s.egress.onRequest!(
+    auth,
+    requestFrame(auth, 'p', encodeSaslAuthenticateRequest(authBytes, 2)),
+    connection,
+  );
+  s.egress.onResponse!(
+    auth,
+    responseFrame(
+      auth,
+      encodeSaslAuthenticateResponse(
+        { errorCode: 0, errorMessage: null, authBytes: Buffer.alloc(0), sessionLifetimeMs: 0n },
+        2,
+      ),
+    ),
+  );
+  return connection;
 }
 
 describe('zone-local produce: references between sidecars', () => {
@@ -403,12 +449,29 @@ describe('zone-local produce: references between sidecars', () => {
     expect(await s.throughZone(l, after)).toBe(after);
   });
 
-  it('learns acceptance per connection: a new connection starts with bytes', async () => {
+  it("shares a leader's acceptance among one producer's connections: anonymous ones, one SASL user's, not another's", async () => {
     const s = setup();
-    await accepted(s, { name: 'zl-orders' });
-    const i = info(9);
-    const request = produce(i, [{ topic: { name: 'zl-orders' }, batches: [batch(1)] }]);
-    expect(await s.throughZone(i, request, { log })).toBe(request);
+    const topic = { name: 'zl-orders' };
+    const referenced = async (connection: FilterConnection) => {
+      const i = info(9);
+      const out = await s.throughZone(i, produce(i, [{ topic, batches: [batch(1)] }]), connection);
+      return partitionRecords(i, out).every(isProduceReference);
+    };
+    // Given a leader that accepted the topic from a connection without SASL (User:ANONYMOUS)
+    await accepted(s, topic);
+    // Then another connection without SASL goes by reference at once
+    expect(await referenced({ log })).toBe(true);
+    // And a connection logged in as alice asks first, then goes by reference, as does her next one
+    const alice = await login(s, 'SCRAM-SHA-512', Buffer.from('n,,n=alice,r=abc123'));
+    expect(await referenced(alice)).toBe(false);
+    await acceptOn(s, alice, topic);
+    expect(await referenced(alice)).toBe(true);
+    expect(await referenced(await login(s, 'PLAIN', Buffer.from('\u0000alice\u0000secret')))).toBe(true);
+    // But bob, and a login whose user the sidecar cannot read, ask for themselves
+    expect(await referenced(await login(s, 'PLAIN', Buffer.from('\u0000bob\u0000secret')))).toBe(false);
+    expect(
+      await referenced(await login(s, 'OAUTHBEARER', Buffer.from('n,,\u0001auth=Bearer x\u0001\u0001'))),
+    ).toBe(false);
   });
 
   it('answers NOT_ENOUGH_REPLICAS for every partition and forwards nothing when a reference cannot be filled', async () => {
