@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps apt-install helm versitygw test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through lint format docs clean
+.PHONY: help deps build kafka system-deps apt-install helm versitygw test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-zone-local lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -108,11 +108,18 @@ bench: build kafka system-deps versitygw
 	npx tsx e2e/bench/store-front.bench.ts
 	$(MAKE) --no-print-directory bench-pass-through
 	npx tsx e2e/bench/replication.bench.ts
+	$(MAKE) --no-print-directory bench-zone-local
 
 # walproxy without the WAL against a bare Node socket.pipe() relay on the same ports, one run:
 # CPU-seconds per GiB each way, written to .runs/bench/pass-through.json (issue #13).
 bench-pass-through: build kafka
 	npx tsx e2e/bench/pass-through.bench.ts
+
+# Three zones, three arms in one run (stock, replication only, zone-local): kernel-counted bytes
+# between zones per produced GB, and the produce latency zone-local produce adds with S3
+# Express-like store latency; written to .runs/bench/zone-local.json (issue #15).
+bench-zone-local: build kafka system-deps versitygw
+	npx tsx e2e/bench/zone-local.bench.ts
 
 lint: deps
 	npx biome check .

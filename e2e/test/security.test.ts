@@ -2,13 +2,14 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import tls from 'node:tls';
-import { HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { parseWalObject } from '@walproxy/shared';
 import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic, withAdmin } from '../src/clients/kafkajs.js';
 import { kcat } from '../src/clients/kcat.js';
-import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
+import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { sidecarEntry } from '../src/cluster/paths.js';
 import {
   javaClientProps,
@@ -43,6 +44,30 @@ let cluster: KafkaCluster;
 let failed = false;
 
 const serverCertPath = (id: number) => path.join(dir, `client-ingress-${id}.crt`);
+
+/**
+ * Zone-local routing in this single-namespace layout: every sidecar's zone listeners on a
+ * loopback address of its own, 127.0.N.10 (Linux routes all of 127/8 to lo), so that their
+ * ports, equal for every sidecar as zone routing needs, do not collide. The zone egresses and the
+ * zone bootstrap terminate the clients' TLS; zone ingress and egress talk mutual TLS with the
+ * peer certificates, as the replication path does.
+ */
+const zoneHost = (id: number) => `127.0.${id}.10`;
+const zoneEgressBase = (base: number) => base + 80;
+const zoneIngressPort = (base: number) => base + 90;
+const zoneBootstrapPort = (base: number) => base + 91;
+
+function zoneFlags(id: number, base: number): string[] {
+  return [
+    `--zone=${RACKS[id]}`,
+    `--zone-egress-listen-base=${zoneEgressBase(base)}`,
+    `--zone-egress-listen-host=${zoneHost(id)}`,
+    `--zone-ingress-listen=${zoneHost(id)}:${zoneIngressPort(base)}`,
+    ...BROKER_IDS.map((peer) => `--zone-ingress-address=${peer}=${zoneHost(peer)}:${zoneIngressPort(base)}`),
+    `--zone-bootstrap-listen=${zoneHost(id)}:${zoneBootstrapPort(base)}`,
+    ...BROKER_IDS.map((peer) => `--zone-sidecar=${RACKS[peer]}=${zoneHost(peer)}`),
+  ];
+}
 const serverKeyPath = (id: number) => path.join(dir, `client-ingress-${id}.key`);
 
 beforeAll(async () => {
@@ -51,10 +76,19 @@ beforeAll(async () => {
   peerCa = makeCa(dir, 'peer-ca');
   for (const id of BROKER_IDS) {
     // Each sidecar's client-ingress certificate in files of its own, so one can be rotated alone.
-    const server = issueCert(clientCa, { cn: `kafka-${id}`, san: ['IP:127.0.0.1', 'DNS:localhost'] });
+    // The zone listeners of sidecar N are on 127.0.N.10 (zoneHost): client-facing ones carry the
+    // client-ingress certificate, the zone ingress the peer one.
+    const server = issueCert(clientCa, {
+      cn: `kafka-${id}`,
+      san: ['IP:127.0.0.1', 'DNS:localhost', `IP:${zoneHost(id)}`],
+    });
     copyFileSync(server.certPath, serverCertPath(id));
     copyFileSync(server.keyPath, serverKeyPath(id));
-    issueCert(peerCa, { cn: `sidecar-${id}`, san: ['IP:127.0.0.1'], name: `peer-${id}` });
+    issueCert(peerCa, {
+      cn: `sidecar-${id}`,
+      san: ['IP:127.0.0.1', `IP:${zoneHost(id)}`],
+      name: `peer-${id}`,
+    });
   }
   moto = await startMoto();
   await moto.createBucket('walproxy-security');
@@ -69,6 +103,9 @@ beforeAll(async () => {
       `--s3-endpoint=${moto.endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      '--topic-config=wal-sec-zl*:zone.local=true',
+      '--topic-config=wal-zl-*:zone.local=true',
+      ...zoneFlags(id, cluster.ports.base),
       '--s3-sse=aws:kms',
       `--s3-sse-kms-key-id=${KMS_KEY}`,
       ...secureSidecarArgs(
@@ -276,6 +313,88 @@ describe('TLS and SASL through the sidecars', () => {
     failed = false;
   });
 
+  it('gives a zone-local producer denied write TOPIC_AUTHORIZATION_FAILED, storing nothing and appending nothing; an allowed one goes by reference', async () => {
+    failed = true;
+    const started = new Date(Date.now() - 1_000);
+    await createTopic(cluster.directBootstrap(), 'wal-zl-denied', { partitions: 3 });
+    await createTopic(cluster.directBootstrap(), 'wal-sec-zl', { partitions: 3 });
+    // alice, SASL_SSL through zone-a's sidecar (zone bootstrap, zone egresses, mutual TLS to the leaders' zone ingresses)
+    const zoneBootstrap = `${zoneHost(1)}:${zoneBootstrapPort(cluster.ports.base)}`;
+    const produceAs = (topic: string, lines: string) =>
+      kcat(
+        [
+          '-b',
+          zoneBootstrap,
+          ...kcatSecurityArgs('alice', clientCa.certPath),
+          '-t',
+          topic,
+          '-P',
+          '-X',
+          'acks=all',
+          '-X',
+          'message.timeout.ms=15000',
+        ],
+        lines,
+        { ...SCRAM_KCAT, timeoutMs: 60_000 },
+      );
+    const referenced = async () =>
+      (await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id)))).reduce(
+        (n, c) =>
+          n +
+          Number(
+            (c as unknown as { zone: { produce: { references: { batchesReferenced: number } } } }).zone
+              .produce.references.batchesReferenced,
+          ),
+        0,
+      );
+    const before = await referenced();
+
+    // When alice produces to a topic her ACLs do not cover
+    const denied = await produceAs(
+      'wal-zl-denied',
+      Array.from({ length: 200 }, (_, i) => `secret-${i}`).join('\n'),
+    );
+    // Then the broker refuses her exactly as on a direct connection
+    expect(denied.stderr).toMatch(/Topic authorization failed/i);
+    // And no replica holds any of it, no reference was sent, and no WAL object holds any of it
+    for (const id of BROKER_IDS)
+      for (const p of [0, 1, 2])
+        expect(readPartitionLog(cluster.dataDir(id), 'wal-zl-denied', p)).toEqual([]);
+    expect(await referenced()).toBe(before);
+    expect(await walTopicsSince(started)).not.toContain('wal-zl-denied');
+
+    // And to a topic she may write, twice (two connections, the same principal), her batches go by
+    // reference and are read back
+    const lines = Array.from({ length: 3_000 }, (_, i) => `zl-${i}-${'x'.repeat(200)}`);
+    for (const half of [lines.slice(0, 1_500), lines.slice(1_500)]) {
+      const sent = await produceAs('wal-sec-zl', `${half.join('\n')}\n`);
+      expect(sent.code, sent.stderr).toBe(0);
+    }
+    expect(await referenced()).toBeGreaterThan(before);
+    const read = await kcat(
+      [
+        '-b',
+        zoneBootstrap,
+        ...kcatSecurityArgs('alice', clientCa.certPath),
+        '-t',
+        'wal-sec-zl',
+        '-C',
+        '-e',
+        '-o',
+        'beginning',
+        '-q',
+        '-f',
+        '%s\\n',
+      ],
+      '',
+      SCRAM_KCAT,
+    );
+    expect(read.code, read.stderr).toBe(0);
+    expect(read.stdout.trim().split('\n').sort()).toEqual([...lines].sort());
+    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-zl', 3)).toEqual([]);
+    failed = false;
+  });
+
   it('refuses at the TLS handshake a peer without a certificate from the peer CA, with a clear log line', async () => {
     failed = true;
     const rogueCa = makeCa(dir, 'rogue-ca');
@@ -380,6 +499,35 @@ describe('TLS and SASL through the sidecars', () => {
     }
   });
 });
+
+/** The topics of every batch in the WAL objects stored since `since`. */
+async function walTopicsSince(since: Date): Promise<string[]> {
+  const s3 = new S3Client({
+    endpoint: moto.endpoint,
+    forcePathStyle: true,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+  try {
+    const topics = new Set<string>();
+    let token: string | undefined;
+    do {
+      const page = await s3.send(
+        new ListObjectsV2Command({ Bucket: 'walproxy-security', Prefix: 'wal/', ContinuationToken: token }),
+      );
+      for (const object of page.Contents ?? []) {
+        if (!object.Key!.endsWith('.wal') || object.LastModified! < since) continue;
+        const got = await s3.send(new GetObjectCommand({ Bucket: 'walproxy-security', Key: object.Key! }));
+        const body = Buffer.from(await got.Body!.transformToByteArray());
+        for (const entry of parseWalObject(body).entries) topics.add(entry.topicName);
+      }
+      token = page.NextContinuationToken;
+    } while (token);
+    return [...topics];
+  } finally {
+    s3.destroy();
+  }
+}
 
 /** Opens a TLS connection to a local ingress, trusting `ca`. */
 function openTls(port: number, ca: string, client?: { cert: string; key: string }): Promise<tls.TLSSocket> {

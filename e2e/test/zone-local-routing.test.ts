@@ -18,7 +18,8 @@ import { type MotoServer, startMoto } from '../src/s3/moto.js';
 import { compareReplicas } from '../src/wal/inspect.js';
 
 /**
- * Zone-local routing (issue #15, phase 1: produce still forwarded as bytes) on three simulated
+ * Zone-local routing (issue #15; phase 2's zone-local produce in zone-local-produce.test.ts, also
+ * on for this file's workload topic, so that the Kafka releases of `make e2e-compat` run it) on three simulated
  * zones: one network namespace per broker pod, and one per zone for that zone's clients, each on
  * a subnet of its own routed through the fabric, so the kernel counts what every zone's clients
  * exchange with every zone (zone-network.ts). Clients bootstrap at their zone's sidecar and are
@@ -77,6 +78,8 @@ beforeAll(async () => {
       `--s3-endpoint=${endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      // Phase 2: the workload's topic is produced zone-locally (references between sidecars).
+      '--topic-config=wal-zone-local:zone.local=true',
       ...zoneFlags(network, id),
     ],
   });
@@ -230,6 +233,11 @@ describe('zone-local routing across three zones (clients in a namespace of each 
         expect(clientBytes(whole, zone, other), `clients-${zone} <-> ${other}`).toBe(0);
       }
     }
+    // And producers' batches did not cross zones either: the pods exchanged a small fraction of
+    // what the producers sent (references, answers, replication round trips, the WAL index)
+    const sentByProducers = ZONES.reduce((n, zone) => n + produced.bytes[`clients-${zone}`][zone], 0);
+    expect(sentByProducers).toBeGreaterThan(PER_ZONE * ZONES.length * 400);
+    expect(crossZoneBytes(produced)).toBeLessThan(0.1 * sentByProducers);
     // And consumers read from the replica in their zone: what the brokers' pods sent each other
     // while 9 consumers read the topic is a small fraction of what the consumers received
     const delivered = ZONES.reduce((sum, zone) => sum + consumed.bytes[zone][`clients-${zone}`], 0);

@@ -31,6 +31,36 @@ export type KafkajsJob =
       expected: number;
       rackId?: string;
       timeoutMs: number;
+    }
+  | {
+      /**
+       * A transactional producer: `transactions` transactions of `perTransaction` records, values
+       * `<prefix>-<n>-` (n counting every record sent, committed or not); even transactions are
+       * committed, odd ones aborted.
+       */
+      kind: 'transactions';
+      bootstrap: string;
+      clientId: string;
+      topic: string;
+      transactionalId: string;
+      transactions: number;
+      perTransaction: number;
+      prefix: string;
+    }
+  | {
+      /**
+       * A consumer group (read_committed) that rebalances: one member reads until `joinAfter`
+       * records, then a second member joins; both read until the group has seen `expected`
+       * distinct values (or timeoutMs).
+       */
+      kind: 'group-rebalance';
+      bootstrap: string;
+      clientId: string;
+      topic: string;
+      groupId: string;
+      expected: number;
+      joinAfter: number;
+      timeoutMs: number;
     };
 
 export interface KafkajsJobResult {
@@ -38,6 +68,22 @@ export interface KafkajsJobResult {
   read?: number;
   /** How many records carried each value prefix (the text before the first '-'; values without one count as 'other'). */
   prefixes?: Record<string, number>;
+  /** Transactions: values of the committed ones, and how many records the aborted ones held. */
+  committed?: string[];
+  aborted?: number;
+  /** Group: distinct values read, values read more than once, and members' assignments. */
+  distinct?: number;
+  redelivered?: number;
+  /** Records that came, on one member and partition, before a record of the same producer sent earlier. */
+  outOfOrder?: number;
+  /** How many times each member joined the group (a rebalance makes it join again). */
+  generations?: number[];
+}
+
+/** `<prefix>-<n>-…`: the producer (prefix) and its send order (n), when a value has them. */
+function sequenceOf(value: string): { prefix: string; n: number } | undefined {
+  const match = /^([A-Za-z0-9_]+)-(\d+)-/.exec(value);
+  return match ? { prefix: match[1]!, n: Number(match[2]) } : undefined;
 }
 
 async function run(job: KafkajsJob): Promise<KafkajsJobResult> {
@@ -64,6 +110,36 @@ async function run(job: KafkajsJob): Promise<KafkajsJobResult> {
     await producer.disconnect();
     return { produced: job.messages };
   }
+  if (job.kind === 'transactions') {
+    const producer = kafka.producer({
+      transactionalId: job.transactionalId,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await producer.connect();
+    const committed: string[] = [];
+    let aborted = 0;
+    let n = 0;
+    for (let t = 0; t < job.transactions; t++) {
+      const transaction = await producer.transaction();
+      const values = Array.from({ length: job.perTransaction }, () => `${job.prefix}-${n++}-t${t}`);
+      await transaction.send({
+        topic: job.topic,
+        acks: -1,
+        messages: values.map((value, k) => ({ key: `k${k % 7}`, value })),
+      });
+      if (t % 2 === 0) {
+        await transaction.commit();
+        committed.push(...values);
+      } else {
+        await transaction.abort();
+        aborted += values.length;
+      }
+    }
+    await producer.disconnect();
+    return { committed, aborted };
+  }
+  if (job.kind === 'group-rebalance') return groupRebalance(kafka, job);
   const consumer = kafka.consumer({
     groupId: job.groupId,
     maxBytes: 8 << 20,
@@ -92,6 +168,56 @@ async function run(job: KafkajsJob): Promise<KafkajsJobResult> {
   });
   await consumer.disconnect();
   return { read, prefixes };
+}
+
+async function groupRebalance(
+  kafka: Kafka,
+  job: Extract<KafkajsJob, { kind: 'group-rebalance' }>,
+): Promise<KafkajsJobResult> {
+  const seen = new Map<string, number>();
+  let read = 0;
+  let outOfOrder = 0;
+  const generations: number[] = [];
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  const timer = setTimeout(() => done(), job.timeoutMs);
+  const member = async (index: number) => {
+    const consumer = kafka.consumer({ groupId: job.groupId, maxBytes: 1 << 20 });
+    generations[index] = 0;
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      generations[index]!++;
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topic: job.topic, fromBeginning: true });
+    // Per partition and producer, the last send order this member read.
+    const last = new Map<string, number>();
+    await consumer.run({
+      eachBatch: async ({ batch }) => {
+        for (const message of batch.messages) {
+          const value = message.value!.toString();
+          seen.set(value, (seen.get(value) ?? 0) + 1);
+          read++;
+          const sequence = sequenceOf(value);
+          if (sequence === undefined) continue;
+          const key = `${batch.partition}/${sequence.prefix}`;
+          if ((last.get(key) ?? -1) >= sequence.n) outOfOrder++;
+          last.set(key, sequence.n);
+        }
+        if (seen.size >= job.expected) done();
+      },
+    });
+    return consumer;
+  };
+  const first = await member(0);
+  while (read < job.joinAfter && seen.size < job.expected) await new Promise((r) => setTimeout(r, 50));
+  const second = await member(1);
+  await finished;
+  clearTimeout(timer);
+  await Promise.all([first.disconnect(), second.disconnect()]);
+  const redelivered = [...seen.values()].reduce((n, count) => n + count - 1, 0);
+  return { read, distinct: seen.size, redelivered, outOfOrder, generations };
 }
 
 /** Runs `job` in a child process, inside `netns` when given. */

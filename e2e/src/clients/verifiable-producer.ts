@@ -26,6 +26,8 @@ export async function verifiableProducer(opts: {
   throughput: number;
   props?: Record<string, string | number>;
   timeoutMs?: number;
+  /** Run the tool inside this network namespace (e.g. a zone's client namespace). */
+  netns?: string;
 }): Promise<VerifiableProducerResult> {
   const config = path.join(os.tmpdir(), `walproxy-verifiable-${process.pid}-${Date.now()}.properties`);
   const props = {
@@ -59,7 +61,7 @@ export async function verifiableProducer(opts: {
       '--producer.config',
       config,
     ],
-    { timeoutMs: opts.timeoutMs ?? 300_000 },
+    { timeoutMs: opts.timeoutMs ?? 300_000, ...(opts.netns ? { netns: opts.netns } : {}) },
   );
   const acknowledged: VerifiableProducerResult['acknowledged'] = [];
   const failed: string[] = [];
