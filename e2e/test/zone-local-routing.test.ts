@@ -233,11 +233,12 @@ describe('zone-local routing across three zones (clients in a namespace of each 
         expect(clientBytes(whole, zone, other), `clients-${zone} <-> ${other}`).toBe(0);
       }
     }
-    // And producers' batches did not cross zones either: the pods exchanged a small fraction of
-    // what the producers sent (references, answers, replication round trips, the WAL index)
+    // And producers' batches did not cross zones either: the pods exchanged a fraction of what the
+    // producers sent (references, answers, replication round trips, the WAL index: 9.5 % with this
+    // workload's small batches, on 4.4) where forwarding bytes puts two thirds of it between zones
     const sentByProducers = ZONES.reduce((n, zone) => n + produced.bytes[`clients-${zone}`][zone], 0);
     expect(sentByProducers).toBeGreaterThan(PER_ZONE * ZONES.length * 400);
-    expect(crossZoneBytes(produced)).toBeLessThan(0.1 * sentByProducers);
+    expect(crossZoneBytes(produced)).toBeLessThan(0.2 * sentByProducers);
     // And consumers read from the replica in their zone: what the brokers' pods sent each other
     // while 9 consumers read the topic is a small fraction of what the consumers received
     const delivered = ZONES.reduce((sum, zone) => sum + consumed.bytes[zone][`clients-${zone}`], 0);
