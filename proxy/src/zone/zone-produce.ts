@@ -157,15 +157,15 @@ const MAX_ACCEPTED = 10_000;
  * leader in another pod. For a topic set `zone.local`, once a leader has accepted the topic from
  * this producer (its first Produce of the topic through this sidecar goes as bytes, and the
  * broker's answer is the authorization: see ConnectionState for who "this producer" is), each
- * partition's batch is stored in this zone's bucket first (its own WAL
- * object, sealed at once: the producer is waiting) and the request goes on with a reference in
- * its place (shared/src/zone/produce-references.ts); the leader's sidecar fills it back
- * (produce-fill.ts). The client's connection is still end to end with the leader, so the broker
- * judges everything as on a direct connection.
+ * partition's batch is stored in this zone's bucket first (a WAL object sealed at once: the
+ * producer is waiting) and the request goes on with a reference in its place
+ * (shared/src/zone/produce-references.ts); the leader's sidecar fills it back (produce-fill.ts).
+ * The client's connection is still end to end with the leader, so the broker judges everything
+ * as on a direct connection.
  *
  * Never worse than stock: whatever cannot go by reference goes as the client's bytes — acks=0,
- * the first Produce of a topic on a connection (a producer denied write never makes us store
- * anything), a degraded or failing store, a leader that could not fill a reference lately.
+ * a producer's first Produce of a topic (a producer denied write never makes us store anything),
+ * a degraded or failing store, a leader that could not fill a reference lately.
  */
 export class ZoneProduce {
   readonly stats: ZoneProduceStats = {
