@@ -15,6 +15,7 @@ import {
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
   ProtocolError,
+  type RecordBatch,
   recordBatches,
   responseHeaderVersion,
 } from '@walproxy/shared';
@@ -29,6 +30,7 @@ import type { IndexedBatch, WalBatchIndex } from '../wal/batch-index.js';
 const BASE_OFFSET_OFFSET = 0;
 const PARTITION_LEADER_EPOCH_OFFSET = 12;
 const CRC_OFFSET = 17;
+const DIGEST_WARNING_INTERVAL_MS = 60_000;
 
 /**
  * Fetch versions the leader side rewrites: v12 is the first flexible one (tagged fields), v18 the
@@ -49,6 +51,11 @@ export interface FetchStripStats {
     /** Sent by an idempotent producer, but the broker rewrote the bytes (LogAppendTime, recompression). */
     rewrittenByBroker: number;
     notInWal: number;
+    /**
+     * A produced batch had the same partition, CRC-32C, length and header but other records (a
+     * CRC collision): referencing it would give the follower the wrong bytes.
+     */
+    digestMismatch: number;
     notStoredInTime: number;
     requestedInline: number;
     unknownTopic: number;
@@ -110,6 +117,7 @@ export class FetchStripFilter implements FrameFilter {
       control: 0,
       rewrittenByBroker: 0,
       notInWal: 0,
+      digestMismatch: 0,
       notStoredInTime: 0,
       requestedInline: 0,
       unknownTopic: 0,
@@ -120,6 +128,7 @@ export class FetchStripFilter implements FrameFilter {
     unknownCapabilityVersions: 0,
   };
   private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
+  private lastDigestWarningMs = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly deps: {
@@ -171,6 +180,7 @@ export class FetchStripFilter implements FrameFilter {
         control: 0,
         rewrittenByBroker: 0,
         notInWal: 0,
+        digestMismatch: 0,
         notStoredInTime: 0,
         requestedInline: 0,
         unknownTopic: 0,
@@ -210,7 +220,8 @@ export class FetchStripFilter implements FrameFilter {
             batches.push({ bytes: batch.bytes, header: batch.bytes });
             continue;
           }
-          const entry = this.deps.index.lookup(name, partition.partitionIndex, batch);
+          const match = this.deps.index.lookup(name, partition.partitionIndex, batch);
+          const entry = match.found;
           if (entry) {
             anyInWal = true;
             if (!entry.location) {
@@ -221,9 +232,12 @@ export class FetchStripFilter implements FrameFilter {
           } else {
             const reason: FetchInlineReason = batch.isControl
               ? 'control'
-              : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
-                ? 'rewrittenByBroker'
-                : 'notInWal';
+              : match.digestMismatch
+                ? 'digestMismatch'
+                : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
+                  ? 'rewrittenByBroker'
+                  : 'notInWal';
+            if (reason === 'digestMismatch') this.warnDigestMismatch(name, partition.partitionIndex, batch);
             this.stats.inline[reason]++;
             const bytes = batch.bytes();
             tally.inlineBytes[reason] += bytes.length;
@@ -247,21 +261,22 @@ export class FetchStripFilter implements FrameFilter {
     return this.holdFor(uploading, holdMs, tally).then(rewrite);
   }
 
+  /** At most one warning a minute: a producer forging collisions must not flood the log. */
+  private warnDigestMismatch(topic: string, partition: number, batch: RecordBatch): void {
+    const now = Date.now();
+    if (now - this.lastDigestWarningMs < DIGEST_WARNING_INTERVAL_MS) return;
+    this.lastDigestWarningMs = now;
+    this.deps.log.warn(
+      { topic, partition, baseOffset: String(batch.baseOffset), crc: batch.crc, size: batch.size },
+      'a produced batch has the CRC-32C, length and header of this log batch but other records: sent inline',
+    );
+  }
+
   /** Publishes the response's tally (durationMs holds its start until now). */
   private report(tally: FetchStripEvent): void {
     if (!channels.strip.hasSubscribers) return;
-    const inline = tally.inlineBytes;
-    if (
-      tally.references +
-        inline.control +
-        inline.rewrittenByBroker +
-        inline.notInWal +
-        inline.notStoredInTime +
-        inline.requestedInline +
-        inline.unknownTopic ===
-      0
-    )
-      return;
+    const inlineBytes = Object.values(tally.inlineBytes).reduce((a, b) => a + b, 0);
+    if (tally.references + inlineBytes === 0) return;
     tally.durationMs = performance.now() - tally.durationMs;
     channels.strip.publish(tally);
   }

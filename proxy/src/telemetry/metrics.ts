@@ -221,13 +221,10 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     '{batch}',
     'Leader side: batches of marked follower fetches sent inline, by reason',
     (r) => {
-      const inline = wal.fetchStrip().inline;
-      r.observe(inline.control, { reason: 'control' });
-      r.observe(inline.rewrittenByBroker, { reason: 'rewritten_by_broker' });
-      r.observe(inline.notInWal, { reason: 'not_in_wal' });
-      r.observe(inline.notStoredInTime, { reason: 'not_stored_in_time' });
-      r.observe(inline.requestedInline, { reason: 'requested_inline' });
-      r.observe(inline.unknownTopic, { reason: 'unknown_topic' });
+      // Every reason the strip counts, named in snake case (notInWal: not_in_wal).
+      for (const [reason, batches] of Object.entries(wal.fetchStrip().inline)) {
+        r.observe(batches, { reason: snakeCase(reason) });
+      }
     },
   );
   counter(
@@ -359,4 +356,8 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   gauge('walproxy.wal.metadata.queued', '{record}', 'WAL metadata pieces waiting to be sent', (r) =>
     r.observe(wal.metadata().queued),
   );
+}
+
+function snakeCase(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }

@@ -167,6 +167,7 @@ export class SpanMapper {
       'walproxy.fetch.inline_bytes.control': e.inlineBytes.control,
       'walproxy.fetch.inline_bytes.rewritten_by_broker': e.inlineBytes.rewrittenByBroker,
       'walproxy.fetch.inline_bytes.not_in_wal': e.inlineBytes.notInWal,
+      'walproxy.fetch.inline_bytes.digest_mismatch': e.inlineBytes.digestMismatch,
       'walproxy.fetch.inline_bytes.not_stored_in_time': e.inlineBytes.notStoredInTime,
       'walproxy.fetch.inline_bytes.requested_inline': e.inlineBytes.requestedInline,
       'walproxy.fetch.inline_bytes.unknown_topic': e.inlineBytes.unknownTopic,

@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { CRC_START, RECORD_BATCH_HEADER_SIZE, type RecordBatch } from '@walproxy/shared';
 import type { WalAppendTicket, WalLocation } from './wal-writer.js';
 
@@ -12,6 +13,10 @@ const BASE_SEQUENCE = 53;
 export interface IndexedBatch {
   /** Bytes 17..61 of the produced batch: CRC, attributes, offsets delta, timestamps, producer state, count. */
   readonly stableHeader: Buffer;
+  /** SHA-256 of the produced batch's records section (bytes 61..end), which the CRC alone does not prove. */
+  readonly digest: Buffer;
+  /** The last log batch (base offset, leader epoch) proven equal to it: a second follower's fetch skips the hash. */
+  verified?: { baseOffset: bigint; partitionLeaderEpoch: number };
   readonly ticket: WalAppendTicket;
   location?: WalLocation;
   failed: boolean;
@@ -28,16 +33,46 @@ export interface WalBatchIndexOptions {
   now?: () => number;
 }
 
+/** What a lookup found: the WAL's copy of the log batch, or why there is none. */
+export type IndexMatch =
+  | { found: IndexedBatch }
+  /** Nothing produced with this partition, CRC, length and header (or its upload failed). */
+  | { found: undefined; digestMismatch: false }
+  /**
+   * A produced batch with the same partition, CRC, length and header bytes 17..61 but other
+   * records: two different batches collided on CRC-32C (by chance, or forged by a producer).
+   */
+  | { found: undefined; digestMismatch: true };
+
+const NOT_FOUND: IndexMatch = { found: undefined, digestMismatch: false };
+const MISMATCH: IndexMatch = { found: undefined, digestMismatch: true };
+
+/**
+ * Digest of a batch's records section. SHA-256 (node:crypto, SHA-NI): a producer chooses its bytes,
+ * so only a collision-resistant hash proves that two bodies are equal; CRC-32C and fast
+ * non-cryptographic hashes (xxh3) can be made to collide on purpose (docs/wal-writer.md).
+ */
+function bodyDigest(batch: Buffer): Buffer {
+  return hash('sha256', batch.subarray(RECORD_BATCH_HEADER_SIZE), 'buffer');
+}
+
 /**
  * Finds, for a batch in a Fetch response (as the leader stored it), the produced batch the WAL
  * holds. The leader rewrites only the base offset and partition leader epoch of a batch it
- * accepts unchanged (kafka-protocol.md §5), neither of which the CRC covers; so a log batch is
- * the WAL's batch when partition, CRC and length match and its header bytes 17..61 are the
- * produced batch's. The CRC then vouches for the body (the design's "skip the computation when
- * header bytes 17..61 are identical"). A batch the broker recompressed or restamped
- * (LogAppendTime) has another CRC and is simply not found: it goes inline.
+ * accepts unchanged (kafka-protocol.md §5), neither of which the CRC covers; so a candidate is
+ * a produced batch of the same partition, CRC and length whose header bytes 17..61 are the log
+ * batch's. The CRC does not prove the records equal (CRC-32C is linear: two batches with the same
+ * header can be made to collide), so a candidate is returned only when the SHA-256 of its records
+ * equals the log batch's; otherwise the follower gets the broker's bytes inline. A batch the
+ * broker recompressed or restamped (LogAppendTime) has another CRC and is simply not found.
  */
 export class WalBatchIndex {
+  readonly stats = {
+    /** Log batches whose records were hashed to prove them equal to a produced batch. */
+    logBatchesHashed: 0,
+    /** Candidates whose records were not the log batch's (CRC-32C collisions). */
+    digestMismatches: 0,
+  };
   private readonly entries = new Map<string, IndexedBatch>();
   /** Idempotent batches by (topic, partition, producer id, epoch, base sequence). */
   private readonly byProducer = new Map<string, string>();
@@ -71,6 +106,7 @@ export class WalBatchIndex {
         : undefined;
     const entry: IndexedBatch = {
       stableHeader: Buffer.from(batch.subarray(STABLE_HEADER_START, RECORD_BATCH_HEADER_SIZE)),
+      digest: bodyDigest(batch),
       ticket,
       failed: false,
       addedAtMs: this.now(),
@@ -102,14 +138,28 @@ export class WalBatchIndex {
     );
   }
 
-  lookup(topic: string, partition: number, batch: RecordBatch): IndexedBatch | undefined {
+  lookup(topic: string, partition: number, batch: RecordBatch): IndexMatch {
     const entry = this.entries.get(keyOf(topic, partition, batch.crc, batch.size));
-    if (!entry || entry.failed) return undefined;
+    if (!entry || entry.failed) return NOT_FOUND;
     const stored = batch.buffer.subarray(
       batch.offset + STABLE_HEADER_START,
       batch.offset + RECORD_BATCH_HEADER_SIZE,
     );
-    return stored.equals(entry.stableHeader) ? entry : undefined;
+    if (!stored.equals(entry.stableHeader)) return NOT_FOUND;
+    const baseOffset = batch.baseOffset;
+    const partitionLeaderEpoch = batch.partitionLeaderEpoch;
+    const verified = entry.verified;
+    // The same log batch (same offset, epoch and CRC in this partition) was proven equal already.
+    if (verified?.baseOffset === baseOffset && verified.partitionLeaderEpoch === partitionLeaderEpoch) {
+      return { found: entry };
+    }
+    this.stats.logBatchesHashed++;
+    if (!bodyDigest(batch.bytes()).equals(entry.digest)) {
+      this.stats.digestMismatches++;
+      return MISMATCH;
+    }
+    entry.verified = { baseOffset, partitionLeaderEpoch };
+    return { found: entry };
   }
 
   private evict(): void {

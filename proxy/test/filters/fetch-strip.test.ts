@@ -12,6 +12,7 @@ import {
   PARTITION_SEGMENTS_TAG,
 } from '@walproxy/shared';
 import { describe, expect, it } from 'vitest';
+import { collidingPair } from '../../../shared/test/helpers/crc-forge.js';
 import { sampleBatch } from '../../../shared/test/helpers/record-batches.js';
 import { FetchStripFilter } from '../../src/filters/fetch-strip.js';
 import { createLogger } from '../../src/log.js';
@@ -393,5 +394,36 @@ describe('FetchStripFilter per-topic hold', () => {
     // Then the batch still went as a reference: the 0 ms global hold did not apply
     const { segments } = segmentsOf(await pending);
     expect(segments?.[0]).toMatchObject({ kind: 'reference', objectKey: 'o1' });
+  });
+});
+
+describe('FetchStripFilter and CRC-32C collisions', () => {
+  it('sends inline a log batch whose CRC, length and header match a WAL batch with other records', async () => {
+    // Given batch a in the WAL, and batch b in the leader's log: same CRC-32C, length, header
+    const [a, b] = collidingPair();
+    const { index, filter } = setup();
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    await Promise.resolve();
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When a follower fetches b
+    const { frame: response } = fetchResponse(asStored(b, 0n));
+    // Then it gets the broker's bytes: b, not a reference to a's copy
+    expect(await filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.referencesSent).toBe(0);
+    expect(filter.stats.inline.digestMismatch).toBe(1);
   });
 });
