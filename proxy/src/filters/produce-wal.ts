@@ -11,6 +11,7 @@ import {
   type ProduceResponse,
   type ProduceTopicData,
   peekProduceAcks,
+  type RecordBatch,
   recordBatches,
   responseHeaderVersion,
 } from '@walproxy/shared';
@@ -95,6 +96,8 @@ export interface ProduceWalStats {
   unsupportedVersions: number;
   /** Batches the WAL writer refused to take (not a magic v2 batch). */
   batchesNotCopied: number;
+  /** Partitions of WAL topics not copied because a batch of theirs could not be read as magic v2. */
+  partitionsNotCopied: number;
 }
 
 /**
@@ -119,6 +122,7 @@ export class ProduceWalFilter implements FrameFilter {
     unknownTopicIds: 0,
     unsupportedVersions: 0,
     batchesNotCopied: 0,
+    partitionsNotCopied: 0,
   };
   private readonly pending = new WeakMap<RequestInfo, PendingCopies>();
 
@@ -194,9 +198,15 @@ export class ProduceWalFilter implements FrameFilter {
     const batches: PendingBatch[] = [];
     for (const partitionData of topicData.partitionData) {
       if (partitionData.records === null) continue;
-      for (const batch of recordBatches(partitionData.records)) {
-        // A partial batch is invalid in a Produce request; the broker rejects it.
-        if (batch.partial) continue;
+      const readable = readableBatches(partitionData.records);
+      if (readable === undefined) {
+        // A batch the WAL cannot read (magic 0/1, a Length below the v2 header, a batch cut
+        // short): the broker judges the partition and answers as stock does (CORRUPT_MESSAGE,
+        // INVALID_RECORD); nothing of it is copied, and the rest of the request is.
+        this.stats.partitionsNotCopied++;
+        continue;
+      }
+      for (const batch of readable) {
         const bytes = batch.bytes();
         let ticket: WalAppendTicket;
         try {
@@ -357,4 +367,21 @@ export class ProduceWalFilter implements FrameFilter {
       uploadedAtMs: location.uploadedAtMs,
     });
   }
+}
+
+/**
+ * Every batch of a partition's records, or undefined when one of them is not a complete magic v2
+ * batch: the partition is then the broker's alone to judge.
+ */
+function readableBatches(records: Buffer): RecordBatch[] | undefined {
+  const batches: RecordBatch[] = [];
+  try {
+    for (const batch of recordBatches(records)) {
+      if (batch.partial) return undefined;
+      batches.push(batch);
+    }
+  } catch {
+    return undefined;
+  }
+  return batches;
 }

@@ -36,15 +36,19 @@ function produceRequest(
   topic: { name?: string; topicId?: string },
   batch: Buffer,
 ): Buffer {
+  return produceRequestOf(version, acks, topic, [{ index: 0, records: batch }]);
+}
+
+function produceRequestOf(
+  version: number,
+  acks: number,
+  topic: { name?: string; topicId?: string },
+  partitionData: Array<{ index: number; records: Buffer }>,
+): Buffer {
   return frame([
     encodeRequestHeader({ apiKey: ApiKey.Produce, apiVersion: version, correlationId: 5, clientId: 'test' }),
     encodeProduceRequest(
-      {
-        transactionalId: null,
-        acks,
-        timeoutMs: 30_000,
-        topicData: [{ ...topic, partitionData: [{ index: 0, records: batch }] }],
-      },
+      { transactionalId: null, acks, timeoutMs: 30_000, topicData: [{ ...topic, partitionData }] },
       version,
     ),
   ]);
@@ -190,4 +194,37 @@ describe('ProduceWalFilter', () => {
     expect(decision).toMatchObject({ action: 'forward', expectResponse: false });
     expect(writer.stats.pendingBytes).toBeGreaterThan(0);
   });
+
+  it.each([
+    ['magic 1', (b: Buffer) => b.writeInt8(1, 16)],
+    ['magic 0', (b: Buffer) => b.writeInt8(0, 16)],
+    ['a Length below the v2 header', (b: Buffer) => b.writeInt32BE(20, 8)],
+    ['a batch cut short', (b: Buffer) => b.writeInt32BE(b.length, 8)],
+  ])(
+    'forwards a partition with %s for the broker to judge, and copies the other partitions',
+    async (_, spoil) => {
+      // Given a Produce with a batch the WAL cannot read in partition 0 and a good one in partition 1
+      const { filter, store } = setup();
+      const bad = makeBatch({ records: Buffer.from('bad') });
+      spoil(bad);
+      const good = makeBatch({ records: Buffer.from('good') });
+      const request = produceRequestOf(9, -1, { name: 'wal-orders' }, [
+        { index: 0, records: bad },
+        { index: 1, records: good },
+      ]);
+      const i = info(9);
+      // When it passes, then it is forwarded as it came, without throwing (the connection stays open)
+      expect(filter.onRequest(i, request)).toEqual({
+        action: 'forward',
+        frame: request,
+        expectResponse: true,
+      });
+      // And only partition 1's batch goes to the WAL
+      expect(filter.stats).toMatchObject({ batchesCopied: 1, partitionsNotCopied: 1 });
+      await filter.onResponse(i, produceResponse(9, { name: 'wal-orders' }, 0n));
+      const [object] = [...store.objects.values()];
+      const entries = parseWalObject(object!).entries;
+      expect(entries.map((e) => e.partition)).toEqual([1]);
+    },
+  );
 });
