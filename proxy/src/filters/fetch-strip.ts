@@ -11,8 +11,10 @@ import {
   encodePartitionSegments,
   FETCH_CAPABILITY_TAG,
   type FetchCapability,
+  type FetchResponse,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
+  type PartialBatch,
   type PartitionSegment,
   ProtocolError,
   type RecordBatch,
@@ -39,12 +41,34 @@ const DIGEST_WARNING_INTERVAL_MS = 60_000;
  */
 export const FETCH_STRIP_VERSIONS = { min: 12, max: 18 } as const;
 
+/** Why a batch went inline; the keys of FetchStripStats.inline. */
+export const FETCH_INLINE_REASONS = [
+  'control',
+  'rewrittenByBroker',
+  'notInWal',
+  'digestMismatch',
+  'notStoredInTime',
+  'requestedInline',
+  'unknownTopic',
+  'notV2',
+  'partialBatch',
+] as const;
+
+export type FetchInlineReason = (typeof FETCH_INLINE_REASONS)[number];
+
+function zeroByReason(): Record<FetchInlineReason, number> {
+  return Object.fromEntries(FETCH_INLINE_REASONS.map((r) => [r, 0])) as Record<FetchInlineReason, number>;
+}
+
 export interface FetchStripStats {
   responsesRewritten: number;
   referencesSent: number;
   bytesReferenced: number;
+  /** Record bytes of marked responses sent inline, every reason included. */
   inlineBytes: number;
-  /** Batches sent inline, by why. */
+  /** The same bytes by reason. */
+  inlineBytesByReason: Record<FetchInlineReason, number>;
+  /** Batches sent inline, by why (for unknownTopic, requestedInline and notV2: partitions). */
   inline: {
     /** Transaction markers: the coordinator writes them, they never pass through Produce. */
     control: number;
@@ -59,12 +83,21 @@ export interface FetchStripStats {
     notStoredInTime: number;
     requestedInline: number;
     unknownTopic: number;
+    /**
+     * Records that are not a run of magic v2 batches (magic 0/1 message sets from segments an
+     * upgraded cluster wrote, or bytes the walk cannot read): the partition goes as the broker sent it.
+     */
+    notV2: number;
+    /** The incomplete batch a broker leaves at the end of a response cut by size. */
+    partialBatch: number;
   };
   holds: number;
   holdMsTotal: number;
   holdMsMax: number;
   /** Marked requests from a follower side that reads another reference format: answered stock. */
   unknownCapabilityVersions: number;
+  /** Marked responses the codec could not read: passed on as the broker sent them. */
+  responsesNotDecoded: number;
 }
 
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
@@ -72,8 +105,6 @@ export const FETCH_STRIP_CHANNELS = {
   /** A marked Fetch response carrying records was answered: FetchStripEvent. */
   strip: 'walproxy:fetch:strip',
 } as const;
-
-export type FetchInlineReason = keyof FetchStripStats['inline'];
 
 export interface FetchStripEvent {
   references: number;
@@ -89,6 +120,18 @@ export interface FetchStripEvent {
 }
 
 const channels = { strip: channel(FETCH_STRIP_CHANNELS.strip) };
+
+interface PlannedBatch {
+  bytes: Buffer;
+  header: Buffer;
+  entry?: IndexedBatch;
+}
+
+/** A partition with at least one WAL batch: its batches in order, each referenced or inline. */
+interface Plan {
+  partition: FetchResponsePartition;
+  batches: PlannedBatch[];
+}
 
 interface MarkedRequest {
   /** `${topicId}:${partition}` the follower side asked to get inline. */
@@ -113,19 +156,13 @@ export class FetchStripFilter implements FrameFilter {
     referencesSent: 0,
     bytesReferenced: 0,
     inlineBytes: 0,
-    inline: {
-      control: 0,
-      rewrittenByBroker: 0,
-      notInWal: 0,
-      digestMismatch: 0,
-      notStoredInTime: 0,
-      requestedInline: 0,
-      unknownTopic: 0,
-    },
+    inlineBytesByReason: zeroByReason(),
+    inline: zeroByReason(),
     holds: 0,
     holdMsTotal: 0,
     holdMsMax: 0,
     unknownCapabilityVersions: 0,
+    responsesNotDecoded: 0,
   };
   private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
   private lastDigestWarningMs = Number.NEGATIVE_INFINITY;
@@ -168,33 +205,42 @@ export class FetchStripFilter implements FrameFilter {
     if (!marked) return frame;
     this.marked.delete(info);
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-    const { headerLength } = decodeResponseHeader(
-      payload,
-      responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
-    );
-    const response = decodeFetchResponse(payload.subarray(headerLength), info.apiVersion);
+    let headerLength: number;
+    let response: FetchResponse;
+    try {
+      ({ headerLength } = decodeResponseHeader(
+        payload,
+        responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
+      ));
+      response = decodeFetchResponse(payload.subarray(headerLength), info.apiVersion);
+    } catch (error) {
+      // The broker's own bytes: whatever they are, the follower gets them as stock would.
+      this.stats.responsesNotDecoded++;
+      this.deps.log.warn(
+        { error: (error as Error).message },
+        'fetch response not decoded; passed on as sent',
+      );
+      return frame;
+    }
     const tally: FetchStripEvent = {
       references: 0,
       bytesReferenced: 0,
-      inlineBytes: {
-        control: 0,
-        rewrittenByBroker: 0,
-        notInWal: 0,
-        digestMismatch: 0,
-        notStoredInTime: 0,
-        requestedInline: 0,
-        unknownTopic: 0,
-      },
+      inlineBytes: zeroByReason(),
       heldBatches: 0,
       holdMs: 0,
       durationMs: performance.now(),
     };
+    const inline = (reason: FetchInlineReason, bytes: number) => {
+      this.stats.inline[reason]++;
+      this.stats.inlineBytes += bytes;
+      this.stats.inlineBytesByReason[reason] += bytes;
+      tally.inlineBytes[reason] += bytes;
+    };
 
-    // Which batches are in the WAL, and which of those are still uploading.
-    const plans: Array<{
-      partition: FetchResponsePartition;
-      batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
-    }> = [];
+    // Which batches are in the WAL, and which of those are still uploading. Every byte that stays
+    // inline is counted here, whether or not its partition has a WAL batch; the ones held for an
+    // upload are counted when the hold ends (rewrite).
+    const plans: Plan[] = [];
     const uploading: IndexedBatch[] = [];
     let holdMs = 0;
     for (const topic of response.responses) {
@@ -204,19 +250,23 @@ export class FetchStripFilter implements FrameFilter {
         const records = partition.records;
         if (records === null || records.length === 0) continue;
         if (name === undefined) {
-          this.stats.inline.unknownTopic++;
-          tally.inlineBytes.unknownTopic += records.length;
+          inline('unknownTopic', records.length);
           continue;
         }
         if (topicId !== undefined && marked.inline.has(`${topicId}:${partition.partitionIndex}`)) {
-          this.stats.inline.requestedInline++;
-          tally.inlineBytes.requestedInline += records.length;
+          inline('requestedInline', records.length);
           continue;
         }
-        const batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }> = [];
+        const walked = walkBatches(records);
+        if (walked === undefined) {
+          inline('notV2', records.length);
+          continue;
+        }
+        const batches: PlannedBatch[] = [];
         let anyInWal = false;
-        for (const batch of recordBatches(records)) {
+        for (const batch of walked) {
           if (batch.partial) {
+            inline('partialBatch', batch.bytes.length);
             batches.push({ bytes: batch.bytes, header: batch.bytes });
             continue;
           }
@@ -229,20 +279,19 @@ export class FetchStripFilter implements FrameFilter {
               holdMs = Math.max(holdMs, this.deps.policy?.settingsFor(name).maxHoldMs ?? this.deps.maxHoldMs);
             }
             batches.push({ bytes: batch.bytes(), header: batch.header(), entry });
-          } else {
-            const reason: FetchInlineReason = batch.isControl
-              ? 'control'
-              : match.digestMismatch
-                ? 'digestMismatch'
-                : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
-                  ? 'rewrittenByBroker'
-                  : 'notInWal';
-            if (reason === 'digestMismatch') this.warnDigestMismatch(name, partition.partitionIndex, batch);
-            this.stats.inline[reason]++;
-            const bytes = batch.bytes();
-            tally.inlineBytes[reason] += bytes.length;
-            batches.push({ bytes, header: batch.header() });
+            continue;
           }
+          const reason: FetchInlineReason = batch.isControl
+            ? 'control'
+            : match.digestMismatch
+              ? 'digestMismatch'
+              : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
+                ? 'rewrittenByBroker'
+                : 'notInWal';
+          if (reason === 'digestMismatch') this.warnDigestMismatch(name, partition.partitionIndex, batch);
+          const bytes = batch.bytes();
+          inline(reason, bytes.length);
+          batches.push({ bytes, header: batch.header() });
         }
         if (anyInWal) plans.push({ partition, batches });
       }
@@ -303,11 +352,8 @@ export class FetchStripFilter implements FrameFilter {
     frame: Buffer,
     version: number,
     headerLength: number,
-    response: ReturnType<typeof decodeFetchResponse>,
-    plans: Array<{
-      partition: FetchResponsePartition;
-      batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
-    }>,
+    response: FetchResponse,
+    plans: Plan[],
     tally: FetchStripEvent,
   ): Buffer {
     let referenced = 0;
@@ -336,14 +382,16 @@ export class FetchStripFilter implements FrameFilter {
           continue;
         }
         if (b.entry) {
+          // Counted here: the other inline batches were counted when the response was planned.
           this.stats.inline.notStoredInTime++;
+          this.stats.inlineBytes += b.bytes.length;
+          this.stats.inlineBytesByReason.notStoredInTime += b.bytes.length;
           tally.inlineBytes.notStoredInTime += b.bytes.length;
         }
         const last = segments.at(-1);
         if (last?.kind === 'inline') last.length += b.bytes.length;
         else segments.push({ kind: 'inline', length: b.bytes.length });
         inline.push(b.bytes);
-        this.stats.inlineBytes += b.bytes.length;
       }
       partition.records = Buffer.concat(inline);
       const tags = (partition.taggedFields ?? []).filter((t) => t.tag !== PARTITION_SEGMENTS_TAG);
@@ -378,4 +426,17 @@ function frameOf(header: Buffer, body: Buffer): Buffer {
   header.copy(out, FRAME_SIZE_PREFIX_BYTES);
   body.copy(out, FRAME_SIZE_PREFIX_BYTES + header.length);
   return out;
+}
+
+/**
+ * The batches of a partition's records, or undefined when they are not a run of magic v2 batches
+ * (an old message set, bytes the walk cannot read): such records go on exactly as the broker sent
+ * them.
+ */
+function walkBatches(records: Buffer): Array<RecordBatch | PartialBatch> | undefined {
+  try {
+    return [...recordBatches(records)];
+  } catch {
+    return undefined;
+  }
 }

@@ -228,6 +228,16 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     },
   );
   counter(
+    'walproxy.fetch.inline.bytes',
+    'By',
+    'Leader side: record bytes of marked follower fetches sent inline, by reason',
+    (r) => {
+      for (const [reason, bytes] of Object.entries(wal.fetchStrip().inlineBytesByReason)) {
+        r.observe(bytes, { reason: snakeCase(reason) });
+      }
+    },
+  );
+  counter(
     'walproxy.fetch.holds',
     '{response}',
     'Leader side: follower fetch responses held for uploading batches',
