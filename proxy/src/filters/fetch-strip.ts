@@ -25,6 +25,7 @@ import type { Logger } from '../log.js';
 import type { TopicNames } from '../metadata/topic-names.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { IndexedBatch, WalBatchIndex } from '../wal/batch-index.js';
 
@@ -52,6 +53,7 @@ export const FETCH_INLINE_REASONS = [
   'unknownTopic',
   'notV2',
   'partialBatch',
+  'storeDegraded',
 ] as const;
 
 export type FetchInlineReason = (typeof FETCH_INLINE_REASONS)[number];
@@ -90,6 +92,8 @@ export interface FetchStripStats {
     notV2: number;
     /** The incomplete batch a broker leaves at the end of a response cut by size. */
     partialBatch: number;
+    /** Still uploading while the store is degraded: sent at once instead of holding the response. */
+    storeDegraded: number;
   };
   holds: number;
   holdMsTotal: number;
@@ -177,6 +181,8 @@ export class FetchStripFilter implements FrameFilter {
       policy?: TopicPolicy;
       /** The store this sidecar writes to (--wal-store-url): references name it for the follower. */
       storeUrl: string;
+      /** While the store is degraded no response waits for an upload. */
+      health?: StoreHealth;
       log: Logger;
     },
   ) {}
@@ -272,6 +278,12 @@ export class FetchStripFilter implements FrameFilter {
           }
           const match = this.deps.index.lookup(name, partition.partitionIndex, batch);
           const entry = match.found;
+          if (entry && !entry.location && this.deps.health?.usable === false) {
+            const bytes = batch.bytes();
+            inline('storeDegraded', bytes.length);
+            batches.push({ bytes, header: batch.header() });
+            continue;
+          }
           if (entry) {
             anyInWal = true;
             if (!entry.location) {

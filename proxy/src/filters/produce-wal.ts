@@ -20,6 +20,7 @@ import type { TopicNames } from '../metadata/topic-names.js';
 import type { WalMetadataPublisher } from '../metadata/wal-metadata-publisher.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
@@ -88,8 +89,17 @@ export interface ProduceWalStats {
   requestsCopied: number;
   batchesCopied: number;
   bytesCopied: number;
-  /** Partitions answered REQUEST_TIMED_OUT because their batch could not be stored. */
+  /** Durable-ack partitions whose batch could not be stored (whatever the broker answered). */
   durableAckFailures: number;
+  /**
+   * Of those, partitions the broker had answered success (it appended the batch, and followers
+   * replicated it) and walproxy turned into REQUEST_TIMED_OUT: a non-idempotent producer's retry
+   * appends them again. The price of durable ack in an outage (docs/configuration.md).
+   */
+  durableAckFailuresAfterAppend: number;
+  /** Batches of topics without durable ack not copied because the store was degraded: they replicate inline. */
+  batchesNotCopiedStoreDegraded: number;
+  bytesNotCopiedStoreDegraded: number;
   /** Topics sent by id that the local broker's metadata did not know even after a refresh (not copied). */
   unknownTopicIds: number;
   /** Produce versions outside 3–13, forwarded without copying. */
@@ -119,6 +129,9 @@ export class ProduceWalFilter implements FrameFilter {
     batchesCopied: 0,
     bytesCopied: 0,
     durableAckFailures: 0,
+    durableAckFailuresAfterAppend: 0,
+    batchesNotCopiedStoreDegraded: 0,
+    bytesNotCopiedStoreDegraded: 0,
     unknownTopicIds: 0,
     unsupportedVersions: 0,
     batchesNotCopied: 0,
@@ -134,6 +147,8 @@ export class ProduceWalFilter implements FrameFilter {
       policy: TopicPolicy;
       topicNames: TopicNames;
       publisher: WalMetadataPublisher | undefined;
+      /** While the store is degraded, topics without durable ack are not copied. */
+      health?: StoreHealth;
       log: Logger;
     },
   ) {}
@@ -195,6 +210,9 @@ export class ProduceWalFilter implements FrameFilter {
   private copyTopic(topicData: ProduceTopicData, topic: string): PendingBatch[] {
     const settings = this.deps.policy.settingsFor(topic);
     if (!settings.wal) return [];
+    // A degraded store would make these batches wait for nothing: without durable ack the
+    // producer does not wait, and followers get them inline, as stock.
+    const skip = !settings.durableAck && this.deps.health !== undefined && !this.deps.health.usable;
     const batches: PendingBatch[] = [];
     for (const partitionData of topicData.partitionData) {
       if (partitionData.records === null) continue;
@@ -208,6 +226,11 @@ export class ProduceWalFilter implements FrameFilter {
       }
       for (const batch of readable) {
         const bytes = batch.bytes();
+        if (skip) {
+          this.stats.batchesNotCopiedStoreDegraded++;
+          this.stats.bytesNotCopiedStoreDegraded += bytes.length;
+          continue;
+        }
         let ticket: WalAppendTicket;
         try {
           ticket = this.deps.writer.append(
@@ -302,6 +325,7 @@ export class ProduceWalFilter implements FrameFilter {
         objectKeys?.add(outcome.location.objectKey);
       } else if (batch.durableAck) failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
     }
+    this.stats.durableAckFailures += failed.size;
     const report = (outcome: ProduceDurableAckEvent['outcome'], failedPartitions: number) =>
       objectKeys &&
       channels.durableAck.publish({
@@ -330,11 +354,12 @@ export class ProduceWalFilter implements FrameFilter {
         rewritten++;
       }
     }
-    this.stats.durableAckFailures += rewritten;
+    this.stats.durableAckFailuresAfterAppend += rewritten;
     report('failed', rewritten);
+    if (rewritten === 0) return frame;
     this.deps.log.warn(
       { partitions: rewritten },
-      'WAL upload failed; answering REQUEST_TIMED_OUT so the producer retries',
+      'WAL upload failed; answering REQUEST_TIMED_OUT for batches the broker appended (durable ack): a non-idempotent retry duplicates them',
     );
     const body = encodeProduceResponse(response.body, info.apiVersion);
     const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + response.headerBytes.length + body.length);

@@ -274,14 +274,20 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   counter(
     'walproxy.produce.durable_ack.failures',
     '{partition}',
-    'Partitions answered REQUEST_TIMED_OUT because their batch was not stored',
-    (r) => r.observe(wal.produce().durableAckFailures),
+    'Durable-ack partitions whose batch was not stored; after_append: the broker had appended it and walproxy answered REQUEST_TIMED_OUT',
+    (r) => {
+      const p = wal.produce();
+      r.observe(p.durableAckFailures - p.durableAckFailuresAfterAppend, { after_append: 'false' });
+      r.observe(p.durableAckFailuresAfterAppend, { after_append: 'true' });
+    },
   );
   counter('walproxy.produce.not_copied', '{item}', 'Produce data not copied to the WAL, by reason', (r) => {
     const p = wal.produce();
     r.observe(p.unknownTopicIds, { reason: 'unknown_topic_id' });
     r.observe(p.unsupportedVersions, { reason: 'unsupported_version' });
     r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
+    r.observe(p.partitionsNotCopied, { reason: 'unreadable_partition' });
+    r.observe(p.batchesNotCopiedStoreDegraded, { reason: 'store_degraded' });
   });
 
   counter('walproxy.wal.objects.uploaded', '{object}', 'WAL objects stored', (r) =>

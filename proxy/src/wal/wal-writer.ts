@@ -6,6 +6,7 @@
 import { channel } from 'node:diagnostics_channel';
 import { WAL_INDEX_ENTRY_SIZE, type WalAppendEntry, WalObjectBuilder } from '@walproxy/shared';
 import { isObjectStoreError, type ObjectStore, ObjectStoreError } from '../store/index.js';
+import type { StoreHealth } from '../store/store-health.js';
 import { fullJitterBackoffMs } from './backoff.js';
 import {
   WAL_WRITER_CHANNELS,
@@ -28,6 +29,8 @@ export const WAL_WRITER_DEFAULTS = {
   retryMaxMs: 1_000,
   maxPendingBytes: 64 * 1024 * 1024,
   keyPrefix: 'wal/',
+  degradeAfterMs: 1_000,
+  failedAttemptsBeforeDegraded: 3,
 } as const;
 
 /** Accepted per-writer and per-append values (inclusive), for the CLI's checks as well. */
@@ -61,6 +64,16 @@ export interface WalWriterOptions {
   keyPrefix?: string;
   /** Wall clock, milliseconds since the epoch: object creation times, keys, deadlines. */
   now?: () => number;
+  /**
+   * Told what the uploads show about the store: healthy when an object is stored within
+   * `degradeAfterMs`, degraded when an object fails for good, when a store call has been
+   * outstanding longer than `degradeAfterMs` (a frozen store never fails, it hangs), or after
+   * `failedAttemptsBeforeDegraded` failed attempts in a row (503 SlowDown storms, refused
+   * connections). While degraded the leader side stops copying and holding (StoreHealth).
+   */
+  health?: StoreHealth;
+  degradeAfterMs?: number;
+  failedAttemptsBeforeDegraded?: number;
 }
 
 /** Per-append settings: a topic's own linger and target size. */
@@ -173,6 +186,11 @@ export class WalWriter {
   readonly #maxPendingBytes: number;
   readonly #keyPrefix: string;
   readonly #now: () => number;
+  readonly #health: StoreHealth | undefined;
+  readonly #degradeAfterMs: number;
+  readonly #failedAttemptsBeforeDegraded: number;
+  /** Failed store attempts since the last success, across objects. */
+  #failedAttemptsInARow = 0;
 
   #open: OpenObject | undefined;
   /** Sealed objects waiting for a slot, in seal order. */
@@ -227,6 +245,13 @@ export class WalWriter {
     this.#keyPrefix = options.keyPrefix ?? d.keyPrefix;
     assertValidKeyPrefix(this.#keyPrefix);
     this.#now = options.now ?? (() => Date.now());
+    this.#health = options.health;
+    this.#degradeAfterMs = checkInteger(options.degradeAfterMs ?? d.degradeAfterMs, 'degradeAfterMs', 1);
+    this.#failedAttemptsBeforeDegraded = checkInteger(
+      options.failedAttemptsBeforeDegraded ?? d.failedAttemptsBeforeDegraded,
+      'failedAttemptsBeforeDegraded',
+      1,
+    );
   }
 
   get stats(): WalWriterStats {
@@ -428,13 +453,14 @@ export class WalWriter {
         if (attempts > 1) this.#counters.uploadRetries++;
         const attemptStart = this.#now();
         const call = this.#putOnce(obj);
+        const stall = this.#watchForStall(obj);
         const outcome = await Promise.race([
           call.then(
             (alreadyStored) => ({ alreadyStored }),
             (error: unknown) => ({ error }),
           ),
           obj.expiry.promise,
-        ]);
+        ]).finally(() => clearTimeout(stall));
         if (outcome === EXPIRED) {
           abandoned = call;
           failure = this.#deadlineFailure(obj, attempts, lastError);
@@ -460,6 +486,11 @@ export class WalWriter {
           break;
         }
         lastError = outcome.error;
+        if (++this.#failedAttemptsInARow >= this.#failedAttemptsBeforeDegraded) {
+          this.#health?.markDegraded(
+            `${this.#failedAttemptsInARow} store attempts in a row failed; last: ${errorMessage(lastError)}`,
+          );
+        }
         const retriable = isObjectStoreError(lastError) && lastError.retriable;
         const backoffMs = retriable
           ? fullJitterBackoffMs(attempts, this.#retryBaseMs, this.#retryMaxMs)
@@ -503,9 +534,15 @@ export class WalWriter {
       this.#counters.objectsUploaded++;
       this.#counters.bytesUploaded += obj.size;
       this.#counters.batchesUploaded += obj.batchCount;
+      this.#failedAttemptsInARow = 0;
+      // A slow success proves little (a store slow for puts): only a prompt one makes it healthy;
+      // otherwise the StoreHealth probe decides.
+      if (this.#now() - obj.sealedAtMs <= this.#degradeAfterMs)
+        this.#health?.markHealthy('an object was stored');
       obj.stored.resolve({ objectKey: obj.key, objectSize: obj.size, uploadedAtMs: this.#now() });
     } else {
       this.#counters.uploadFailures++;
+      this.#health?.markDegraded(failure.message);
       obj.stored.reject(failure);
     }
     if (channels.uploadEnd.hasSubscribers) {
@@ -542,6 +579,21 @@ export class WalWriter {
         { key: obj.key, cause: err },
       );
     }
+  }
+
+  /** Marks the store degraded if this attempt is still outstanding after degradeAfterMs. */
+  #watchForStall(obj: SealedObject): NodeJS.Timeout | undefined {
+    const health = this.#health;
+    if (health === undefined) return undefined;
+    const timer = setTimeout(
+      () =>
+        health.markDegraded(
+          `the upload of ${describeObject(obj)} has been outstanding for more than ${this.#degradeAfterMs} ms`,
+        ),
+      this.#degradeAfterMs,
+    );
+    timer.unref();
+    return timer;
   }
 
   #deadlineFailure(obj: SealedObject, attempts: number, lastError: unknown): WalWriteError {

@@ -22,6 +22,7 @@ import { FetchStripFilter } from '../../src/filters/fetch-strip.js';
 import { createLogger } from '../../src/log.js';
 import type { TopicNames } from '../../src/metadata/topic-names.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { StoreHealth } from '../../src/store/store-health.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalBatchIndex } from '../../src/wal/batch-index.js';
 import type { WalAppendTicket, WalLocation } from '../../src/wal/index.js';
@@ -658,3 +659,30 @@ function fetchRequestV18(): Buffer {
     ),
   ]);
 }
+
+describe('FetchStripFilter while the store is degraded', () => {
+  it('sends a batch still uploading inline at once instead of holding the response', async () => {
+    // Given a degraded store and a batch whose upload never ends
+    const health = new StoreHealth({ store: STORE, probe: async () => {}, log: createLogger('silent') });
+    health.markDegraded('test');
+    const index = new WalBatchIndex();
+    const topicNames = { nameOf: () => 'wal-orders' } as unknown as TopicNames;
+    const filter = new FetchStripFilter({
+      index,
+      topicNames,
+      maxHoldMs: 60_000,
+      storeUrl: STORE,
+      health,
+      log: createLogger('silent'),
+    });
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add('wal-orders', 0, a, ticket(new Promise(() => undefined)));
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When a follower fetches it, then the broker's bytes go at once: no hold
+    const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.holds).toBe(0);
+    expect(filter.stats.inline.storeDegraded).toBe(1);
+  });
+});

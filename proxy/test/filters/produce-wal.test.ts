@@ -15,6 +15,7 @@ import { createLogger } from '../../src/log.js';
 import type { TopicNames } from '../../src/metadata/topic-names.js';
 import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { StoreHealth } from '../../src/store/store-health.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalWriter } from '../../src/wal/index.js';
 import { MemoryObjectStore } from '../wal/memory-store.js';
@@ -87,7 +88,12 @@ function produceResponse(
 }
 
 function setup(
-  options: { names?: Map<string, string>; resolveLater?: Promise<void>; durableAck?: boolean } = {},
+  options: {
+    names?: Map<string, string>;
+    resolveLater?: Promise<void>;
+    durableAck?: boolean;
+    health?: StoreHealth;
+  } = {},
 ) {
   const store = new MemoryObjectStore();
   const writer = new WalWriter({ store, brokerId: 1, lingerMs: 5 });
@@ -112,7 +118,14 @@ function setup(
     },
     [{ pattern: 'wal-*', settings: { wal: true } }],
   );
-  const filter = new ProduceWalFilter({ writer, policy, topicNames, publisher, log: createLogger('silent') });
+  const filter = new ProduceWalFilter({
+    writer,
+    policy,
+    topicNames,
+    publisher,
+    ...(options.health ? { health: options.health } : {}),
+    log: createLogger('silent'),
+  });
   return { store, writer, filter, published, names };
 }
 
@@ -186,6 +199,8 @@ describe('ProduceWalFilter', () => {
       baseOffset: -1n,
     });
     expect(filter.stats.durableAckFailures).toBe(1);
+    // And it is counted as what it is: an error answered for a batch the broker had appended
+    expect(filter.stats.durableAckFailuresAfterAppend).toBe(1);
   });
 
   it('does not wait for an acks=0 request, which has no response', () => {
@@ -227,4 +242,41 @@ describe('ProduceWalFilter', () => {
       expect(entries.map((e) => e.partition)).toEqual([1]);
     },
   );
+
+  describe('while the store is degraded', () => {
+    const degraded = () => {
+      const health = new StoreHealth({
+        store: 'memory://',
+        probe: async () => {},
+        log: createLogger('silent'),
+      });
+      health.markDegraded('test');
+      return health;
+    };
+
+    it('copies nothing of a topic without durable ack and does not hold its response', () => {
+      // Given a degraded store and a topic without durable ack
+      const { filter, writer } = setup({ durableAck: false, health: degraded() });
+      const i = info(9);
+      const batch = makeBatch();
+      // When a Produce passes
+      filter.onRequest(i, produceRequest(9, -1, { name: 'wal-orders' }, batch));
+      // Then nothing is copied (it replicates inline), and the response goes at once
+      expect(writer.stats.pendingBytes).toBe(0);
+      expect(filter.stats).toMatchObject({
+        batchesCopied: 0,
+        batchesNotCopiedStoreDegraded: 1,
+        bytesNotCopiedStoreDegraded: batch.length,
+      });
+      const response = produceResponse(9, { name: 'wal-orders' }, 3n);
+      expect(filter.onResponse(i, response)).toBe(response);
+    });
+
+    it('still copies a durable-ack topic, whose producer asked to wait for the store', () => {
+      const { filter, writer } = setup({ durableAck: true, health: degraded() });
+      filter.onRequest(info(9), produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
+      expect(writer.stats.pendingBytes).toBeGreaterThan(0);
+      expect(filter.stats.batchesCopied).toBe(1);
+    });
+  });
 });
