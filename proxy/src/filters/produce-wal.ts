@@ -172,6 +172,10 @@ export class ProduceWalFilter implements FrameFilter {
         const batches = this.copyTopic(topicData, topic);
         if (batches.length > 0) topics++;
         copied.batches.push(...batches);
+      } else if (topicData.topicId !== undefined && this.deps.topicNames.isUnknown(topicData.topicId)) {
+        // The local broker does not name this id (no Describe ACL, or not propagated yet): nothing
+        // to copy, nothing to wait for; followers get it inline.
+        this.stats.unknownTopicIds++;
       } else if (topicData.topicId !== undefined) {
         // Produce v13 names topics by id, and this id is new to us (a topic created a moment
         // ago): copy once the local broker has told us its name. The request goes upstream

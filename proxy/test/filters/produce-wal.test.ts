@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { makeBatch } from '../../../shared/test/wal/batches.js';
 import { ProduceWalFilter } from '../../src/filters/produce-wal.js';
 import { createLogger } from '../../src/log.js';
-import type { TopicNames } from '../../src/metadata/topic-names.js';
+import { TopicNames } from '../../src/metadata/topic-names.js';
 import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
@@ -100,6 +100,7 @@ function setup(
   const names = options.names ?? new Map<string, string>();
   const topicNames = {
     nameOf: (id: string) => names.get(id),
+    isUnknown: () => false,
     resolve: async (id: string) => {
       await options.resolveLater;
       return names.get(id);
@@ -277,6 +278,39 @@ describe('ProduceWalFilter', () => {
       filter.onRequest(info(9), produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
       expect(writer.stats.pendingBytes).toBeGreaterThan(0);
       expect(filter.stats.batchesCopied).toBe(1);
+    });
+  });
+
+  describe('Produce v13 naming ids the local broker does not name', () => {
+    it('costs at most one Metadata refresh a second and holds no response once the id is known unknown', async () => {
+      // Given a sidecar whose broker names no topic (Describe granted on other topics only)
+      let fetches = 0;
+      const topicNames = new TopicNames({ host: '127.0.0.1', port: 1 }, createLogger('silent'), {
+        fetchNames: async () => {
+          fetches++;
+          return new Map();
+        },
+      });
+      const { filter } = setup();
+      Object.assign(filter, { deps: { ...(filter as unknown as { deps: object }).deps, topicNames } });
+      const send = () => {
+        const i = info(13);
+        filter.onRequest(i, produceRequest(13, -1, { topicId: TOPIC_ID }, makeBatch()));
+        return filter.onResponse(i, produceResponse(13, { topicId: TOPIC_ID }, 0n));
+      };
+      // When the first Produce for the id arrives, its response waits for one refresh
+      await send();
+      expect(fetches).toBe(1);
+      // And 200 more follow at once
+      const held: unknown[] = [];
+      for (let n = 0; n < 200; n++) {
+        const released = send();
+        if (released instanceof Promise) held.push(released);
+      }
+      // Then none of them is held and none asks the broker again
+      expect(held).toEqual([]);
+      expect(fetches).toBe(1);
+      expect(filter.stats.unknownTopicIds).toBe(201);
     });
   });
 });
