@@ -40,6 +40,8 @@ export interface WalParts {
    */
   health: StoreHealth;
   writer: WalWriter;
+  /** Produced batches the strip can find again; bounded by maxEntries and age. */
+  index: WalBatchIndex;
   topicNames: TopicNames;
   publisher: WalMetadataPublisher;
   produceFilter: ProduceWalFilter;
@@ -208,6 +210,7 @@ export class Sidecar {
         ? {
             wal: {
               health: this.wal.health.stats,
+              batchIndex: this.wal.index.stats,
               produce: this.wal.produceFilter.stats,
               fetchStrip: this.wal.fetchStrip.stats,
               fetchFill: this.wal.fetchFill.stats,
@@ -336,6 +339,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     store,
     health,
     writer,
+    index,
     topicNames,
     publisher,
     produceFilter,

@@ -27,7 +27,8 @@ import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
-import type { IndexedBatch, WalBatchIndex } from '../wal/batch-index.js';
+import type { WalBatchIndex } from '../wal/batch-index.js';
+import type { WalLocation } from '../wal/wal-writer.js';
 
 /** Header fields a reference carries (kafka-protocol.md §4: the batch header layout). */
 const BASE_OFFSET_OFFSET = 0;
@@ -128,7 +129,10 @@ const channels = { strip: channel(FETCH_STRIP_CHANNELS.strip) };
 interface PlannedBatch {
   bytes: Buffer;
   header: Buffer;
-  entry?: IndexedBatch;
+  /** Whether the WAL holds (or is uploading) exactly this batch. */
+  inWal: boolean;
+  /** Where, once stored; set when an upload the response waited for ends in time. */
+  location?: WalLocation;
 }
 
 /** A partition with at least one WAL batch: its batches in order, each referenced or inline. */
@@ -247,7 +251,8 @@ export class FetchStripFilter implements FrameFilter {
     // inline is counted here, whether or not its partition has a WAL batch; the ones held for an
     // upload are counted when the hold ends (rewrite).
     const plans: Plan[] = [];
-    const uploading: IndexedBatch[] = [];
+    /** Settle when a batch still uploading is stored (or fails). */
+    const uploading: Promise<void>[] = [];
     let holdMs = 0;
     for (const topic of response.responses) {
       const topicId = topic.topicId;
@@ -273,29 +278,35 @@ export class FetchStripFilter implements FrameFilter {
         for (const batch of walked) {
           if (batch.partial) {
             inline('partialBatch', batch.bytes.length);
-            batches.push({ bytes: batch.bytes, header: batch.bytes });
+            batches.push({ bytes: batch.bytes, header: batch.bytes, inWal: false });
             continue;
           }
           const match = this.deps.index.lookup(name, partition.partitionIndex, batch);
           const entry = match.found;
-          if (entry && !entry.location && this.deps.health?.usable === false) {
+          if (entry?.ticket && this.deps.health?.usable === false) {
             const bytes = batch.bytes();
             inline('storeDegraded', bytes.length);
-            batches.push({ bytes, header: batch.header() });
+            batches.push({ bytes, header: batch.header(), inWal: false });
             continue;
           }
-          if (entry) {
+          if (entry && (entry.location || entry.ticket)) {
             anyInWal = true;
-            if (!entry.location) {
-              uploading.push(entry);
+            const planned: PlannedBatch = { bytes: batch.bytes(), header: batch.header(), inWal: true };
+            if (entry.location) planned.location = entry.location;
+            else if (entry.ticket) {
+              uploading.push(
+                entry.ticket.durable.then((location) => {
+                  planned.location = location;
+                }),
+              );
               holdMs = Math.max(holdMs, this.deps.policy?.settingsFor(name).maxHoldMs ?? this.deps.maxHoldMs);
             }
-            batches.push({ bytes: batch.bytes(), header: batch.header(), entry });
+            batches.push(planned);
             continue;
           }
           const reason: FetchInlineReason = batch.isControl
             ? 'control'
-            : match.digestMismatch
+            : match.found === undefined && match.digestMismatch
               ? 'digestMismatch'
               : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
                 ? 'rewrittenByBroker'
@@ -303,7 +314,7 @@ export class FetchStripFilter implements FrameFilter {
           if (reason === 'digestMismatch') this.warnDigestMismatch(name, partition.partitionIndex, batch);
           const bytes = batch.bytes();
           inline(reason, bytes.length);
-          batches.push({ bytes, header: batch.header() });
+          batches.push({ bytes, header: batch.header(), inWal: false });
         }
         if (anyInWal) plans.push({ partition, batches });
       }
@@ -343,11 +354,11 @@ export class FetchStripFilter implements FrameFilter {
   }
 
   /** Waits until the uploading batches are stored or `holdMs` (the longest hold of their topics) has passed. */
-  private async holdFor(uploading: IndexedBatch[], holdMs: number, tally: FetchStripEvent): Promise<void> {
+  private async holdFor(uploading: Promise<void>[], holdMs: number, tally: FetchStripEvent): Promise<void> {
     const started = Date.now();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled(uploading.map((e) => e.ticket.durable)),
+      Promise.allSettled(uploading),
       new Promise((resolve) => {
         timer = setTimeout(resolve, holdMs);
       }),
@@ -373,7 +384,7 @@ export class FetchStripFilter implements FrameFilter {
       const segments: PartitionSegment[] = [];
       const inline: Buffer[] = [];
       for (const b of batches) {
-        const location = b.entry?.location;
+        const location = b.location;
         if (location) {
           // The follower side rebuilds the stored header from the object's copy plus the two
           // fields the broker assigned (wal-references.ts, version 2).
@@ -393,7 +404,7 @@ export class FetchStripFilter implements FrameFilter {
           tally.bytesReferenced += b.bytes.length;
           continue;
         }
-        if (b.entry) {
+        if (b.inWal) {
           // Counted here: the other inline batches were counted when the response was planned.
           this.stats.inline.notStoredInTime++;
           this.stats.inlineBytes += b.bytes.length;
