@@ -270,3 +270,96 @@ describe('bad batches in a Produce to a WAL topic, as stock answers them', () =>
     });
   });
 });
+
+describe('a Produce the broker refuses never lands in the bucket', () => {
+  const cluster = inject('cluster');
+  const topic = 'wal-leader-refused';
+  let correlationId = 500;
+
+  it('stores and references the accepted partition only', async () => {
+    // Given a WAL topic whose broker refuses batches over 1,000 bytes, partitions led by broker 1
+    await withAdmin(cluster.bootstrap, async (admin) => {
+      await admin.createTopics({
+        topics: [
+          {
+            topic,
+            replicaAssignment: [
+              { partition: 0, replicas: [1, 2, 3] },
+              { partition: 1, replicas: [1, 3, 2] },
+            ],
+            configEntries: [{ name: 'max.message.bytes', value: '1000' }],
+          },
+        ],
+      });
+    });
+    const connection = await RawConnection.open(addressOf(cluster.bootstrap, LEADER));
+    const accepted = `accepted-${Date.now()}`;
+    // A batch over max.message.bytes (its records are not parsed before the size check)
+    const tooLarge = batchOf('too-large');
+    const bigRecordBatch = Buffer.concat([tooLarge, Buffer.alloc(2_000, 0x61)]);
+    bigRecordBatch.writeInt32BE(bigRecordBatch.length - 12, 8);
+    bigRecordBatch.writeUInt32BE(crc32c(bigRecordBatch.subarray(21)), 17);
+    try {
+      let answers: PartitionAnswer[] = [];
+      const deadline = Date.now() + 30_000;
+      // When a Produce carries a batch too large for partition 0, a good one for partition 1,
+      // and one for partition 7, which does not exist (retried while the new topic's leadership
+      // propagates)
+      for (;;) {
+        const body = encodeProduceRequest(
+          {
+            transactionalId: null,
+            acks: -1,
+            timeoutMs: 10_000,
+            topicData: [
+              {
+                name: topic,
+                partitionData: [
+                  { index: 0, records: bigRecordBatch },
+                  { index: 1, records: batchOf(accepted) },
+                  { index: 7, records: batchOf('no-such-partition') },
+                ],
+              },
+            ],
+          },
+          9,
+        );
+        const response = decodeProduceResponse(
+          await connection.request(ApiKey.Produce, 9, body, correlationId++),
+          9,
+        );
+        answers = response.responses.flatMap((t) =>
+          t.partitionResponses.map((p) => ({ index: p.index, errorCode: p.errorCode })),
+        );
+        if (answers.find((a) => a.index === 1)?.errorCode === 0) break;
+        if (Date.now() > deadline) throw new Error(`partition 1 never accepted: ${JSON.stringify(answers)}`);
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      // Then the broker refused partitions 0 and 7
+      const codeOf = (index: number) => answers.find((a) => a.index === index)?.errorCode;
+      expect(codeOf(0)).toBe(10); // MESSAGE_TOO_LARGE
+      expect(codeOf(7)).toBe(3); // UNKNOWN_TOPIC_OR_PARTITION
+    } finally {
+      connection.close();
+    }
+
+    // And after the uploads, the WAL holds the accepted batch and nothing of the refused ones
+    const store = openE2eStore(cluster.s3);
+    try {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const batches = (await readWalObjects(store)).filter((b) => b.entry.topicName === topic);
+        const texts = batches.map((b) => b.bytes.toString('latin1'));
+        if (texts.some((t) => t.includes(accepted))) {
+          expect(texts.some((t) => t.includes('too-large') || t.includes('no-such-partition'))).toBe(false);
+          expect(new Set(batches.map((b) => b.entry.partition))).toEqual(new Set([1]));
+          break;
+        }
+        if (Date.now() > deadline) throw new Error('the accepted batch never reached the WAL');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    } finally {
+      await store.close();
+    }
+  });
+});

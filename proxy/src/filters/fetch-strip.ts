@@ -283,6 +283,10 @@ export class FetchStripFilter implements FrameFilter {
           }
           const match = this.deps.index.lookup(name, partition.partitionIndex, batch);
           const entry = match.found;
+          // The leader's log holds exactly this batch: the broker appended it, so the WAL may
+          // store it (a tentative batch of an acks=0 request, or one whose answer is still on
+          // its way, is confirmed here, before the broker's answer waits on this follower).
+          entry?.ticket?.confirm();
           if (entry?.ticket && this.deps.health?.usable === false) {
             const bytes = batch.bytes();
             inline('storeDegraded', bytes.length);

@@ -239,7 +239,9 @@ export class ProduceWalFilter implements FrameFilter {
         try {
           ticket = this.deps.writer.append(
             { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
-            { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes },
+            // Tentative until the broker's answer (or a follower's fetch) shows it appended the
+            // batch: a Produce the broker refuses never lands in the bucket.
+            { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes, tentative: true },
           );
         } catch (error) {
           // Not a batch the WAL can hold (e.g. an old magic): the broker judges it, and
@@ -278,22 +280,27 @@ export class ProduceWalFilter implements FrameFilter {
   }
 
   private release(info: RequestInfo, frame: Buffer, batches: PendingBatch[]): Buffer | Promise<Buffer> {
+    if (batches.length === 0) return frame;
+    const response = this.decodeResponse(info, frame);
+    // The broker's answer decides what the WAL keeps: an appended partition's batches may be
+    // stored now, a refused one's (ACL, quota, invalid records, unknown partition) never are.
+    for (const batch of batches) {
+      if (answerFor(batch, response.body)?.errorCode === 0) batch.ticket.confirm();
+      else batch.ticket.reject();
+    }
     const mustWait = batches.filter((b) => b.durableAck);
     if (mustWait.length === 0) {
-      if (batches.length > 0) {
-        const response = this.decodeResponse(info, frame);
-        for (const batch of batches) {
-          batch.ticket.durable.then(
-            (location) => this.publish(batch, location, response.body),
-            () => undefined,
-          );
-        }
+      for (const batch of batches) {
+        batch.ticket.durable.then(
+          (location) => this.publish(batch, location, response.body),
+          () => undefined,
+        );
       }
       return frame;
     }
     const started = performance.now();
     return Promise.allSettled(mustWait.map((b) => b.ticket.durable)).then(() =>
-      this.releaseDurable(info, frame, batches, started),
+      this.releaseDurable(info, frame, batches, started, response),
     );
   }
 
@@ -315,8 +322,8 @@ export class ProduceWalFilter implements FrameFilter {
     frame: Buffer,
     batches: PendingBatch[],
     started: number,
+    response: { headerBytes: Buffer; body: ProduceResponse },
   ): Promise<Buffer> {
-    const response = this.decodeResponse(info, frame);
     const failed = new Set<string>();
     const objectKeys = channels.durableAck.hasSubscribers ? new Set<string>() : undefined;
     for (const batch of batches) {
@@ -327,7 +334,9 @@ export class ProduceWalFilter implements FrameFilter {
       if ('location' in outcome) {
         this.publish(batch, outcome.location, response.body);
         objectKeys?.add(outcome.location.objectKey);
-      } else if (batch.durableAck) failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
+      } else if (batch.durableAck && answerFor(batch, response.body)?.errorCode === 0) {
+        failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
+      }
     }
     this.stats.durableAckFailures += failed.size;
     const report = (outcome: ProduceDurableAckEvent['outcome'], failedPartitions: number) =>
@@ -376,8 +385,7 @@ export class ProduceWalFilter implements FrameFilter {
   private publish(batch: PendingBatch, location: WalLocation, response: ProduceResponse): void {
     const publisher = this.deps.publisher;
     if (!publisher) return;
-    const topic = response.responses.find((t) => (t.topicId ?? t.name) === batch.responseTopicKey);
-    const partition = topic?.partitionResponses.find((p) => p.index === batch.partition);
+    const partition = answerFor(batch, response);
     // Only batches the leader appended have offsets; a rejected batch stays in its object,
     // unindexed, until the object expires.
     if (partition?.errorCode !== 0 || partition.baseOffset < 0n) return;
@@ -413,4 +421,10 @@ function readableBatches(records: Buffer): RecordBatch[] | undefined {
     return undefined;
   }
   return batches;
+}
+
+/** The broker's answer for the batch's partition. */
+function answerFor(batch: PendingBatch, response: ProduceResponse) {
+  const topic = response.responses.find((t) => (t.topicId ?? t.name) === batch.responseTopicKey);
+  return topic?.partitionResponses.find((p) => p.index === batch.partition);
 }

@@ -25,7 +25,8 @@ import type { RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalBatchIndex } from '../../src/wal/batch-index.js';
-import type { WalAppendTicket, WalLocation } from '../../src/wal/index.js';
+import { type WalAppendTicket, type WalLocation, WalWriter } from '../../src/wal/index.js';
+import { MemoryObjectStore } from '../wal/memory-store.js';
 
 const TOPIC_ID = 'aa'.repeat(16);
 const VERSION = 17;
@@ -111,7 +112,7 @@ function fetchResponse(records: Buffer): { frame: Buffer; body: FetchResponse } 
 }
 
 function ticket(location: Promise<WalLocation>): WalAppendTicket {
-  return { durable: location } as WalAppendTicket;
+  return { durable: location, confirm: () => undefined, reject: () => undefined };
 }
 
 /** As the leader stores it: same bytes as produced except base offset and leader epoch. */
@@ -684,5 +685,25 @@ describe('FetchStripFilter while the store is degraded', () => {
     expect(filter.onResponse(i, response)).toBe(response);
     expect(filter.stats.holds).toBe(0);
     expect(filter.stats.inline.storeDegraded).toBe(1);
+  });
+});
+
+describe('FetchStripFilter confirms what the leader appended', () => {
+  it('confirms a tentative batch it finds in the leader log, and references it once stored', async () => {
+    // Given an acks=0 batch, tentative in the writer: no Produce answer will ever confirm it
+    const store = new MemoryObjectStore();
+    const writer = new WalWriter({ store, brokerId: 1, lingerMs: 1 });
+    const { index, filter } = setup(5_000);
+    const a = sampleBatch(0n, 3, 100, 1);
+    const t = writer.append({ topicName: 'wal-orders', partition: 0, batch: a }, { tentative: true });
+    index.add('wal-orders', 0, a, t);
+    // When a follower's fetch finds it in the leader's log
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const out = await filter.onResponse(i, fetchResponse(asStored(a, 0n)).frame);
+    // Then the writer stored it and the follower got a reference
+    expect(store.objects.size).toBe(1);
+    expect(segmentsOf(out).segments?.[0]).toMatchObject({ kind: 'reference' });
+    await writer.close();
   });
 });

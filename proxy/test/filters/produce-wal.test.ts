@@ -60,6 +60,14 @@ function produceResponse(
   topic: { name?: string; topicId?: string },
   baseOffset: bigint,
 ): Buffer {
+  return produceResponseOf(version, topic, [{ index: 0, errorCode: 0, baseOffset }]);
+}
+
+function produceResponseOf(
+  version: number,
+  topic: { name?: string; topicId?: string },
+  partitions: Array<{ index: number; errorCode: number; baseOffset: bigint }>,
+): Buffer {
   return frame([
     encodeResponseHeader({ correlationId: 5 }, version >= 9 ? 1 : 0),
     encodeProduceResponse(
@@ -67,17 +75,14 @@ function produceResponse(
         responses: [
           {
             ...topic,
-            partitionResponses: [
-              {
-                index: 0,
-                errorCode: 0,
-                baseOffset,
-                logAppendTimeMs: -1n,
-                logStartOffset: 0n,
-                recordErrors: [],
-                errorMessage: null,
-              },
-            ],
+            partitionResponses: partitions.map((p) => ({
+              ...p,
+              baseOffset: p.errorCode === 0 ? p.baseOffset : -1n,
+              logAppendTimeMs: -1n,
+              logStartOffset: 0n,
+              recordErrors: [],
+              errorMessage: null,
+            })),
           },
         ],
         throttleTimeMs: 0,
@@ -237,7 +242,14 @@ describe('ProduceWalFilter', () => {
       });
       // And only partition 1's batch goes to the WAL
       expect(filter.stats).toMatchObject({ batchesCopied: 1, partitionsNotCopied: 1 });
-      await filter.onResponse(i, produceResponse(9, { name: 'wal-orders' }, 0n));
+      // (the broker refuses partition 0 and appends partition 1)
+      await filter.onResponse(
+        i,
+        produceResponseOf(9, { name: 'wal-orders' }, [
+          { index: 0, errorCode: ErrorCode.CORRUPT_MESSAGE, baseOffset: -1n },
+          { index: 1, errorCode: 0, baseOffset: 0n },
+        ]),
+      );
       const [object] = [...store.objects.values()];
       const entries = parseWalObject(object!).entries;
       expect(entries.map((e) => e.partition)).toEqual([1]);
@@ -311,6 +323,47 @@ describe('ProduceWalFilter', () => {
       expect(held).toEqual([]);
       expect(fetches).toBe(1);
       expect(filter.stats.unknownTopicIds).toBe(201);
+    });
+  });
+
+  describe('a Produce the broker refuses', () => {
+    it.each([true, false])(
+      'never lands in the bucket (durable ack %s); the accepted partition does',
+      async (durableAck) => {
+        // Given a Produce with batches for partitions 0 and 1
+        const { filter, store, writer } = setup({ durableAck });
+        const refused = makeBatch({ records: Buffer.from('refused') });
+        const accepted = makeBatch({ records: Buffer.from('accepted') });
+        const i = info(9);
+        filter.onRequest(
+          i,
+          produceRequestOf(9, -1, { name: 'wal-orders' }, [
+            { index: 0, records: refused },
+            { index: 1, records: accepted },
+          ]),
+        );
+        // When the broker refuses partition 0 (e.g. no Write ACL, UNKNOWN_TOPIC_OR_PARTITION) and appends 1
+        await filter.onResponse(
+          i,
+          produceResponseOf(9, { name: 'wal-orders' }, [
+            { index: 0, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, baseOffset: -1n },
+            { index: 1, errorCode: 0, baseOffset: 7n },
+          ]),
+        );
+        await writer.flush();
+        // Then only the accepted batch is in an object
+        const stored = [...store.objects.values()].flatMap((o) =>
+          parseWalObject(o).entries.map((e) => o.subarray(e.position, e.position + e.length)),
+        );
+        expect(stored).toEqual([accepted]);
+        expect(writer.stats.batchesRejected).toBe(1);
+      },
+    );
+
+    it('keeps acks=0 batches tentative until a follower fetch confirms them', () => {
+      const { filter, writer } = setup();
+      filter.onRequest(info(9), produceRequest(9, 0, { name: 'wal-orders' }, makeBatch()));
+      expect(writer.stats.tentativeBatches).toBe(1);
     });
   });
 });
