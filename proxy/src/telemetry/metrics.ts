@@ -320,6 +320,22 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   gauge('walproxy.wal.pending.bytes', 'By', 'Batch bytes copied and not yet stored or failed', (r) =>
     r.observe(wal.writer().pendingBytes),
   );
+  counter(
+    'walproxy.wal.batches.dropped',
+    '{batch}',
+    'Tentative batches never stored: refused by the broker, or not confirmed in time',
+    (r) => {
+      const w = wal.writer();
+      r.observe(w.batchesRejected, { reason: 'not_appended' });
+      r.observe(w.batchesUnconfirmed, { reason: 'unconfirmed' });
+    },
+  );
+  gauge(
+    'walproxy.wal.tentative.batches',
+    '{batch}',
+    'Batches waiting for the broker to confirm the append',
+    (r) => r.observe(wal.writer().tentativeBatches),
+  );
   gauge('walproxy.wal.uploads.in_flight', '{upload}', 'Store calls running', (r) =>
     r.observe(wal.writer().uploadsInFlight),
   );
