@@ -232,6 +232,39 @@ export class FetchStripFilter implements FrameFilter {
       );
       return frame;
     }
+    // A topic created a moment ago may not be named yet: wait (at most the hold) for one
+    // rate-limited refresh, so its first batches can be referenced and, being in the leader's
+    // log, confirmed for the WAL. Ids the broker does not name (no Describe ACL) never wait.
+    const unnamed = response.responses
+      .map((t) => t.topicId)
+      .filter(
+        (id): id is string =>
+          id !== undefined &&
+          this.deps.topicNames.nameOf(id) === undefined &&
+          !this.deps.topicNames.isUnknown(id),
+      );
+    if (unnamed.length > 0 && this.deps.maxHoldMs > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      return Promise.race([
+        Promise.all(unnamed.map((id) => this.deps.topicNames.resolve(id))),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, this.deps.maxHoldMs);
+        }),
+      ]).then(() => {
+        clearTimeout(timer);
+        return this.answer(info, frame, marked, headerLength, response);
+      });
+    }
+    return this.answer(info, frame, marked, headerLength, response);
+  }
+
+  private answer(
+    info: RequestInfo,
+    frame: Buffer,
+    marked: MarkedRequest,
+    headerLength: number,
+    response: FetchResponse,
+  ): Buffer | Promise<Buffer> {
     const tally: FetchStripEvent = {
       references: 0,
       bytesReferenced: 0,

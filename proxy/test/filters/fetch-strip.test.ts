@@ -20,7 +20,7 @@ import { collidingPair } from '../../../shared/test/helpers/crc-forge.js';
 import { sampleBatch } from '../../../shared/test/helpers/record-batches.js';
 import { FetchStripFilter } from '../../src/filters/fetch-strip.js';
 import { createLogger } from '../../src/log.js';
-import type { TopicNames } from '../../src/metadata/topic-names.js';
+import { TopicNames } from '../../src/metadata/topic-names.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
@@ -704,6 +704,41 @@ describe('FetchStripFilter confirms what the leader appended', () => {
     // Then the writer stored it and the follower got a reference
     expect(store.objects.size).toBe(1);
     expect(segmentsOf(out).segments?.[0]).toMatchObject({ kind: 'reference' });
+    await writer.close();
+  });
+});
+
+describe('FetchStripFilter and a topic created a moment ago', () => {
+  it('waits (within the hold) for its name, so its first batches are referenced and confirmed', async () => {
+    // Given a topic the sidecar's id map does not name yet, and its first batch, tentative
+    const topicNames = new TopicNames({ host: '127.0.0.1', port: 1 }, createLogger('silent'), {
+      fetchNames: async () => new Map([[TOPIC_ID, 'wal-orders']]),
+    });
+    const store = new MemoryObjectStore();
+    const writer = new WalWriter({ store, brokerId: 1, lingerMs: 1 });
+    const index = new WalBatchIndex();
+    const filter = new FetchStripFilter({
+      index,
+      topicNames,
+      maxHoldMs: 2_000,
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      writer.append({ topicName: 'wal-orders', partition: 0, batch: a }, { tentative: true }),
+    );
+    // When a follower fetches it
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const out = await filter.onResponse(i, fetchResponse(asStored(a, 0n)).frame);
+    // Then it went as a reference, and the WAL stored it
+    expect(segmentsOf(out).segments?.[0]).toMatchObject({ kind: 'reference' });
+    expect(store.objects.size).toBe(1);
+    expect(filter.stats.inline.unknownTopic).toBe(0);
     await writer.close();
   });
 });
