@@ -22,6 +22,8 @@ export interface WalConfig {
   maxUploadsInFlight: number;
   uploadDeadlineMs: number;
   maxPendingBytes: number;
+  /** A store call outstanding this long marks the store degraded (StoreHealth). */
+  degradeAfterMs: number;
   /** How long the leader side holds a follower's Fetch response for a batch still uploading. */
   maxHoldMs: number;
   /** Other stores (URL globs) the follower side may read references from: peers in other zones. */
@@ -80,10 +82,13 @@ export const SIDECAR_DEFAULTS = {
   'log-level': 'info',
   'wal-target-bytes': WAL_WRITER_DEFAULTS.targetBytes,
   'wal-linger-ms': WAL_WRITER_DEFAULTS.lingerMs,
-  'wal-durable-ack': 'true',
+  // Off: a store outage must never fail or slow a produce (issue #12); a topic opts in with
+  // --topic-config <topic>:durable.ack=true and pays for it (docs/configuration.md).
+  'wal-durable-ack': 'false',
   'wal-max-uploads-in-flight': WAL_WRITER_DEFAULTS.maxUploadsInFlight,
   'wal-upload-deadline-ms': WAL_WRITER_DEFAULTS.uploadDeadlineMs,
   'wal-max-pending-bytes': WAL_WRITER_DEFAULTS.maxPendingBytes,
+  'wal-degrade-after-ms': WAL_WRITER_DEFAULTS.degradeAfterMs,
   'max-hold-ms': 200,
   'metadata-topic': '__remote_wal_log_metadata',
   'metadata-topic-partitions': 3,
@@ -325,6 +330,7 @@ function parseWalConfig(
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
   const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
+  const degradeAfterMs = integer(raw, 'wal-degrade-after-ms', errors, 10, 600_000);
   const storeOptions = { ...parseS3Flags(raw, errors), ...parseS3EncryptionFlags(raw, errors, storeUrl) };
   const metadataBootstrap = list(raw['metadata-bootstrap']);
   if (metadataBootstrap.length === 0 && metadataClient.tls) {
@@ -353,6 +359,7 @@ function parseWalConfig(
     maxUploadsInFlight: maxUploadsInFlight!,
     uploadDeadlineMs: uploadDeadlineMs!,
     maxPendingBytes: maxPendingBytes!,
+    degradeAfterMs: degradeAfterMs!,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
     metadata: {

@@ -13,6 +13,7 @@ import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
 import { TlsFileError, type TlsFiles, TlsMaterial } from './net/tls-material.js';
 import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
+import { StoreHealth } from './store/store-health.js';
 import { Readiness, Telemetry, type TelemetryInit } from './telemetry/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
 import { WalBatchIndex } from './wal/batch-index.js';
@@ -33,9 +34,16 @@ export class SidecarConfigError extends Error {
 }
 
 /** The leader-side WAL parts, present when --wal-store-url is set. */
-interface WalParts {
+export interface WalParts {
   store: ObjectStore;
+  /**
+   * Whether the store may be used now: the writer reports every upload to it; while degraded
+   * the produce filter copies nothing for topics without durable ack and the strip holds nothing.
+   */
+  health: StoreHealth;
   writer: WalWriter;
+  /** Produced batches the strip can find again; bounded by maxEntries and age. */
+  index: WalBatchIndex;
   topicNames: TopicNames;
   publisher: WalMetadataPublisher;
   produceFilter: ProduceWalFilter;
@@ -235,6 +243,8 @@ export class Sidecar {
       ...(this.wal
         ? {
             wal: {
+              health: this.wal.health.stats,
+              batchIndex: this.wal.index.stats,
               produce: this.wal.produceFilter.stats,
               fetchStrip: this.wal.fetchStrip.stats,
               fetchFill: this.wal.fetchFill.stats,
@@ -257,6 +267,9 @@ export class Sidecar {
         await this.telemetry.stop();
         throw new SidecarConfigError('wal-store-url', `the object store is not usable: ${reason}`);
       }
+      // The validation just proved the store usable; the probe takes over when it degrades.
+      this.wal.health.markHealthy('startup validation');
+      this.wal.health.start();
       await this.wal.topicNames.start();
       this.wal.publisher.start();
     }
@@ -277,6 +290,7 @@ export class Sidecar {
     if (this.wal) {
       // Uploads still running finish (or fail) before the process exits, so no durable-ack
       // producer is left waiting on a batch that was about to be stored.
+      this.wal.health.stop();
       await this.wal.writer.close().catch(() => undefined);
       await this.wal.publisher.stop().catch(() => undefined);
       this.wal.topicNames.stop();
@@ -298,14 +312,17 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   } catch (error) {
     throw new SidecarConfigError('wal-store-url', (error as Error).message);
   }
+  const health = new StoreHealth({ store: wal.storeUrl, probe: () => store.validate(), log });
   const writer = new WalWriter({
     store,
+    health,
     brokerId: config.brokerId,
     targetBytes: wal.defaults.targetBytes,
     lingerMs: wal.defaults.lingerMs,
     maxUploadsInFlight: wal.maxUploadsInFlight,
     uploadDeadlineMs: wal.uploadDeadlineMs,
     maxPendingBytes: wal.maxPendingBytes,
+    degradeAfterMs: wal.degradeAfterMs,
     // The store URL carries the prefix (s3://bucket/prefix, file:///dir): one place to set it.
     keyPrefix: '',
   });
@@ -338,7 +355,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   });
   const policy = new TopicPolicy(wal.defaults, wal.rules);
   const index = new WalBatchIndex();
-  const produceFilter = new ProduceWalFilter({ writer, index, policy, topicNames, publisher, log });
+  const produceFilter = new ProduceWalFilter({ writer, index, policy, topicNames, publisher, health, log });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
   const fetchStrip = new FetchStripFilter({
     policy,
@@ -346,10 +363,23 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     topicNames,
     maxHoldMs: wal.maxHoldMs,
     storeUrl: ownStoreUrl,
+    health,
     log,
   });
   const reader = new WalRangeReader({ store });
   const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
   const fetchFill = new FetchFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log });
-  return { store, writer, topicNames, publisher, produceFilter, fetchStrip, fetchFill, reader, peerReaders };
+  return {
+    store,
+    health,
+    writer,
+    index,
+    topicNames,
+    publisher,
+    produceFilter,
+    fetchStrip,
+    fetchFill,
+    reader,
+    peerReaders,
+  };
 }

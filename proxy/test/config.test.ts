@@ -25,6 +25,24 @@ describe('parseSidecarConfig', () => {
     });
   });
 
+  it('leaves durable ack off unless asked: a store outage must not fail produce by default', () => {
+    const result = parseSidecarConfig({
+      ...minimal,
+      'wal-store-url': 'file:///tmp/wal',
+      'wal-topic': ['orders'],
+    });
+    if (!('config' in result)) throw new Error(result.errors.join('\n'));
+    expect(result.config.wal?.defaults.durableAck).toBe(false);
+    const asked = parseSidecarConfig({
+      ...minimal,
+      'wal-store-url': 'file:///tmp/wal',
+      'wal-topic': ['orders'],
+      'topic-config': ['orders:durable.ack=true'],
+    });
+    if (!('config' in asked)) throw new Error(asked.errors.join('\n'));
+    expect(asked.config.wal?.rules.at(-1)?.settings).toEqual({ durableAck: true });
+  });
+
   it('derives egress ids from the peer addresses, leaving out our own id', () => {
     const result = parseSidecarConfig({
       ...minimal,

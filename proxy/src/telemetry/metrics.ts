@@ -221,13 +221,20 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     '{batch}',
     'Leader side: batches of marked follower fetches sent inline, by reason',
     (r) => {
-      const inline = wal.fetchStrip().inline;
-      r.observe(inline.control, { reason: 'control' });
-      r.observe(inline.rewrittenByBroker, { reason: 'rewritten_by_broker' });
-      r.observe(inline.notInWal, { reason: 'not_in_wal' });
-      r.observe(inline.notStoredInTime, { reason: 'not_stored_in_time' });
-      r.observe(inline.requestedInline, { reason: 'requested_inline' });
-      r.observe(inline.unknownTopic, { reason: 'unknown_topic' });
+      // Every reason the strip counts, named in snake case (notInWal: not_in_wal).
+      for (const [reason, batches] of Object.entries(wal.fetchStrip().inline)) {
+        r.observe(batches, { reason: snakeCase(reason) });
+      }
+    },
+  );
+  counter(
+    'walproxy.fetch.inline.bytes',
+    'By',
+    'Leader side: record bytes of marked follower fetches sent inline, by reason',
+    (r) => {
+      for (const [reason, bytes] of Object.entries(wal.fetchStrip().inlineBytesByReason)) {
+        r.observe(bytes, { reason: snakeCase(reason) });
+      }
     },
   );
   counter(
@@ -267,14 +274,20 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   counter(
     'walproxy.produce.durable_ack.failures',
     '{partition}',
-    'Partitions answered REQUEST_TIMED_OUT because their batch was not stored',
-    (r) => r.observe(wal.produce().durableAckFailures),
+    'Durable-ack partitions whose batch was not stored; after_append: the broker had appended it and walproxy answered REQUEST_TIMED_OUT',
+    (r) => {
+      const p = wal.produce();
+      r.observe(p.durableAckFailures - p.durableAckFailuresAfterAppend, { after_append: 'false' });
+      r.observe(p.durableAckFailuresAfterAppend, { after_append: 'true' });
+    },
   );
   counter('walproxy.produce.not_copied', '{item}', 'Produce data not copied to the WAL, by reason', (r) => {
     const p = wal.produce();
     r.observe(p.unknownTopicIds, { reason: 'unknown_topic_id' });
     r.observe(p.unsupportedVersions, { reason: 'unsupported_version' });
     r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
+    r.observe(p.partitionsNotCopied, { reason: 'unreadable_partition' });
+    r.observe(p.batchesNotCopiedStoreDegraded, { reason: 'store_degraded' });
   });
 
   counter('walproxy.wal.objects.uploaded', '{object}', 'WAL objects stored', (r) =>
@@ -306,6 +319,22 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   });
   gauge('walproxy.wal.pending.bytes', 'By', 'Batch bytes copied and not yet stored or failed', (r) =>
     r.observe(wal.writer().pendingBytes),
+  );
+  counter(
+    'walproxy.wal.batches.dropped',
+    '{batch}',
+    'Tentative batches never stored: refused by the broker, or not confirmed in time',
+    (r) => {
+      const w = wal.writer();
+      r.observe(w.batchesRejected, { reason: 'not_appended' });
+      r.observe(w.batchesUnconfirmed, { reason: 'unconfirmed' });
+    },
+  );
+  gauge(
+    'walproxy.wal.tentative.batches',
+    '{batch}',
+    'Batches waiting for the broker to confirm the append',
+    (r) => r.observe(wal.writer().tentativeBatches),
   );
   gauge('walproxy.wal.uploads.in_flight', '{upload}', 'Store calls running', (r) =>
     r.observe(wal.writer().uploadsInFlight),
@@ -359,4 +388,8 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   gauge('walproxy.wal.metadata.queued', '{record}', 'WAL metadata pieces waiting to be sent', (r) =>
     r.observe(wal.metadata().queued),
   );
+}
+
+function snakeCase(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
