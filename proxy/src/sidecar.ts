@@ -316,6 +316,10 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   });
   const reader = new WalRangeReader({ store });
   const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
-  const fetchFill = new FetchFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log });
+  const fetchFill = new FetchFillFilter({
+    readerFor: (url) => peerReaders.readerFor(url),
+    log,
+    fillDeadlineMs: wal.fillDeadlineMs,
+  });
   return { store, writer, topicNames, publisher, produceFilter, fetchStrip, fetchFill, reader, peerReaders };
 }

@@ -243,10 +243,38 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     (r) => {
       const f = wal.fetchFill().fallbacks;
       r.observe(f.getFailed, { reason: 'get_failed' });
+      r.observe(f.deadline, { reason: 'deadline' });
+      r.observe(f.backoff, { reason: 'backoff' });
       r.observe(f.crcMismatch, { reason: 'crc_mismatch' });
       r.observe(f.lengthMismatch, { reason: 'length_mismatch' });
       r.observe(f.malformed, { reason: 'malformed' });
     },
+  );
+  counter(
+    'walproxy.fetch.inline.bytes',
+    'By',
+    'Follower side: record bytes of follower fetches that came inline, by reason',
+    (r) => {
+      const inline = wal.fetchFill().inline;
+      r.observe(inline.unreferenced, { reason: 'unreferenced' });
+      r.observe(inline.inlineSegments, { reason: 'inline_segments' });
+      r.observe(inline.requestedInline, { reason: 'requested_inline' });
+      r.observe(inline.backoff, { reason: 'backoff' });
+      r.observe(inline.unmarkedByName, { reason: 'unmarked_by_name' });
+      r.observe(inline.otherVersion, { reason: 'other_version' });
+    },
+  );
+  counter(
+    'walproxy.fetch.deadline_misses',
+    '{response}',
+    'Follower side: fetch responses released at the fill deadline with store reads unanswered',
+    (r) => r.observe(wal.fetchFill().deadlineMisses),
+  );
+  counter(
+    'walproxy.fetch.store_backoffs',
+    '{backoff}',
+    "Follower side: times a store's reads failed or were late and its leaders' fetches went inline",
+    (r) => r.observe(wal.fetchFill().backoffs),
   );
   gauge(
     'walproxy.fetch.pending_inline',
@@ -314,10 +342,23 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(wal.writer().queuedObjects),
   );
 
-  counter('walproxy.wal.reader.gets', '{request}', 'Follower side: ranged GETs sent to the store', (r) =>
-    r.observe(wal.reader().gets),
+  counter(
+    'walproxy.wal.reader.gets',
+    '{request}',
+    'Follower side: GETs sent to the store, by kind (whole object, ranged)',
+    (r) => {
+      const s = wal.reader();
+      r.observe(s.wholeObjectGets, { kind: 'whole' });
+      r.observe(s.gets - s.wholeObjectGets, { kind: 'ranged' });
+    },
   );
-  counter('walproxy.wal.reader.bytes', 'By', 'Follower side: bytes the ranged GETs returned', (r) =>
+  counter(
+    'walproxy.wal.reader.objects',
+    '{object}',
+    'Follower side: distinct objects read (GETs over this: GETs per object)',
+    (r) => r.observe(wal.reader().objectsRead),
+  );
+  counter('walproxy.wal.reader.bytes', 'By', 'Follower side: bytes the GETs returned', (r) =>
     r.observe(wal.reader().bytesFetched),
   );
   counter(
