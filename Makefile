@@ -91,6 +91,7 @@ demo: build kafka
 bench: build kafka system-deps
 	npx tsx shared/bench/crc32c.bench.ts
 	npx tsx shared/bench/fetch-walk.bench.ts
+	npx tsx proxy/bench/fetch-fill.bench.ts
 	npx tsx e2e/bench/proxy-overhead.bench.ts
 	npx tsx e2e/bench/wal-writer.bench.ts
 	npx tsx e2e/bench/object-store.bench.ts
