@@ -5,6 +5,7 @@ import {
   parseSecurityFlags,
   SECURITY_DEFAULTS,
 } from './cli/security-flags.js';
+import { FETCH_FILL_DEADLINE_MS } from './filters/fetch-fill.js';
 import type { HostPort } from './net/proxy-listener.js';
 import type { ObjectStoreOptions } from './store/index.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
@@ -28,6 +29,8 @@ export interface WalConfig {
   maxHoldMs: number;
   /** Other stores (URL globs) the follower side may read references from: peers in other zones. */
   readStoreUrls: string[];
+  /** Follower side: the latest a follower's Fetch response leaves, however slow the store's GETs. */
+  fillDeadlineMs: number;
   metadata: {
     /** Bootstrap servers for the sidecar's own Kafka clients; default: the local broker. */
     bootstrap: string[];
@@ -90,6 +93,7 @@ export const SIDECAR_DEFAULTS = {
   'wal-max-pending-bytes': WAL_WRITER_DEFAULTS.maxPendingBytes,
   'wal-degrade-after-ms': WAL_WRITER_DEFAULTS.degradeAfterMs,
   'max-hold-ms': 200,
+  'fill-deadline-ms': FETCH_FILL_DEADLINE_MS,
   'metadata-topic': '__remote_wal_log_metadata',
   'metadata-topic-partitions': 3,
   'metadata-topic-replication-factor': 3,
@@ -319,6 +323,8 @@ function parseWalConfig(
   }
   const { targetBytes, lingerMs } = WAL_WRITER_LIMITS;
   const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
+  // Past 10 s a slow store could hold a follower near replica.lag.time.max.ms (30 s by default).
+  const fillDeadlineMs = integer(raw, 'fill-deadline-ms', errors, 0, 10_000);
   const defaults = {
     wal: false,
     targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
@@ -362,6 +368,7 @@ function parseWalConfig(
     degradeAfterMs: degradeAfterMs!,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
+    fillDeadlineMs: fillDeadlineMs!,
     metadata: {
       bootstrap: metadataBootstrap,
       topic: String(raw['metadata-topic']),

@@ -368,7 +368,11 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   });
   const reader = new WalRangeReader({ store });
   const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
-  const fetchFill = new FetchFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log });
+  const fetchFill = new FetchFillFilter({
+    readerFor: (url) => peerReaders.readerFor(url),
+    log,
+    fillDeadlineMs: wal.fillDeadlineMs,
+  });
   return {
     store,
     health,

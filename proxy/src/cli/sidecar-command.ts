@@ -181,6 +181,13 @@ export function sidecarOptions(yargs: Argv): Argv {
         "leader side: hold a follower's Fetch response at most this long for a batch still uploading, then send it inline",
       default: SIDECAR_DEFAULTS['max-hold-ms'],
     })
+    .option('fill-deadline-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "follower side: release a follower's Fetch response at most this long after it arrived; references whose GET has not answered come inline next time",
+      default: SIDECAR_DEFAULTS['fill-deadline-ms'],
+    })
     .option('metadata-bootstrap', {
       type: 'string',
       array: true,

@@ -59,6 +59,23 @@ export const FETCH_INLINE_REASONS = [
 
 export type FetchInlineReason = (typeof FETCH_INLINE_REASONS)[number];
 
+/** Zeroed stats, as a new filter starts with them (telemetry tests build theirs from this too). */
+export function newFetchStripStats(): FetchStripStats {
+  return {
+    responsesRewritten: 0,
+    referencesSent: 0,
+    bytesReferenced: 0,
+    inlineBytes: 0,
+    inlineBytesByReason: zeroByReason(),
+    inline: zeroByReason(),
+    holds: 0,
+    holdMsTotal: 0,
+    holdMsMax: 0,
+    unknownCapabilityVersions: 0,
+    responsesNotDecoded: 0,
+  };
+}
+
 function zeroByReason(): Record<FetchInlineReason, number> {
   return Object.fromEntries(FETCH_INLINE_REASONS.map((r) => [r, 0])) as Record<FetchInlineReason, number>;
 }
@@ -159,19 +176,7 @@ interface MarkedRequest {
  */
 export class FetchStripFilter implements FrameFilter {
   readonly apiKeys = new Set<number>([ApiKey.Fetch]);
-  readonly stats: FetchStripStats = {
-    responsesRewritten: 0,
-    referencesSent: 0,
-    bytesReferenced: 0,
-    inlineBytes: 0,
-    inlineBytesByReason: zeroByReason(),
-    inline: zeroByReason(),
-    holds: 0,
-    holdMsTotal: 0,
-    holdMsMax: 0,
-    unknownCapabilityVersions: 0,
-    responsesNotDecoded: 0,
-  };
+  readonly stats: FetchStripStats = newFetchStripStats();
   private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
   private lastDigestWarningMs = Number.NEGATIVE_INFINITY;
 

@@ -230,11 +230,18 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   counter(
     'walproxy.fetch.inline.bytes',
     'By',
-    'Leader side: record bytes of marked follower fetches sent inline, by reason',
+    'Record bytes of follower fetches that went inline, by side and reason: side=leader for what the leader side sent inline in marked responses, side=follower for what reached the follower side inline',
     (r) => {
       for (const [reason, bytes] of Object.entries(wal.fetchStrip().inlineBytesByReason)) {
-        r.observe(bytes, { reason: snakeCase(reason) });
+        r.observe(bytes, { side: 'leader', reason: snakeCase(reason) });
       }
+      const inline = wal.fetchFill().inline;
+      r.observe(inline.unreferenced, { side: 'follower', reason: 'unreferenced' });
+      r.observe(inline.inlineSegments, { side: 'follower', reason: 'inline_segments' });
+      r.observe(inline.requestedInline, { side: 'follower', reason: 'requested_inline' });
+      r.observe(inline.backoff, { side: 'follower', reason: 'backoff' });
+      r.observe(inline.unmarkedByName, { side: 'follower', reason: 'unmarked_by_name' });
+      r.observe(inline.otherVersion, { side: 'follower', reason: 'other_version' });
     },
   );
   counter(
@@ -250,10 +257,24 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     (r) => {
       const f = wal.fetchFill().fallbacks;
       r.observe(f.getFailed, { reason: 'get_failed' });
+      r.observe(f.deadline, { reason: 'deadline' });
+      r.observe(f.backoff, { reason: 'backoff' });
       r.observe(f.crcMismatch, { reason: 'crc_mismatch' });
       r.observe(f.lengthMismatch, { reason: 'length_mismatch' });
       r.observe(f.malformed, { reason: 'malformed' });
     },
+  );
+  counter(
+    'walproxy.fetch.deadline_misses',
+    '{response}',
+    'Follower side: fetch responses released at the fill deadline with store reads unanswered',
+    (r) => r.observe(wal.fetchFill().deadlineMisses),
+  );
+  counter(
+    'walproxy.fetch.store_backoffs',
+    '{backoff}',
+    "Follower side: times a store's reads failed or were late and its leaders' fetches went inline",
+    (r) => r.observe(wal.fetchFill().backoffs),
   );
   gauge(
     'walproxy.fetch.pending_inline',
@@ -343,10 +364,23 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(wal.writer().queuedObjects),
   );
 
-  counter('walproxy.wal.reader.gets', '{request}', 'Follower side: ranged GETs sent to the store', (r) =>
-    r.observe(wal.reader().gets),
+  counter(
+    'walproxy.wal.reader.gets',
+    '{request}',
+    'Follower side: GETs sent to the store, by kind (whole object, ranged)',
+    (r) => {
+      const s = wal.reader();
+      r.observe(s.wholeObjectGets, { kind: 'whole' });
+      r.observe(s.gets - s.wholeObjectGets, { kind: 'ranged' });
+    },
   );
-  counter('walproxy.wal.reader.bytes', 'By', 'Follower side: bytes the ranged GETs returned', (r) =>
+  counter(
+    'walproxy.wal.reader.objects',
+    '{object}',
+    'Follower side: distinct objects read (GETs over this: GETs per object)',
+    (r) => r.observe(wal.reader().objectsRead),
+  );
+  counter('walproxy.wal.reader.bytes', 'By', 'Follower side: bytes the GETs returned', (r) =>
     r.observe(wal.reader().bytesFetched),
   );
   counter(
