@@ -179,7 +179,8 @@ describe('the operator view (dashboard and alert rules)', () => {
 
       it('fires WalproxyInlineFallback only while most batches go inline for a fallback reason (promtool test rules)', () => {
         // Given a leader whose follower fetches go inline for not_stored_in_time at 9 batches/s against
-        // 1 reference/s from minute 10 on, and whose control batches (inline by design) outnumber both
+        // 1 reference/s from minute 10 on, and whose control batches and batches of topics without the WAL (not_in_wal) outnumber
+        // both
         const dir = mkdtempSync(path.join(tmpdir(), 'walproxy-rules-'));
         try {
           writeFileSync(path.join(dir, 'rules.yaml'), prometheusRulesYaml());
@@ -196,6 +197,7 @@ describe('the operator view (dashboard and alert rules)', () => {
               '0x10 0+540x30',
             ),
             series('walproxy_fetch_inline_batches_total{instance="b1",reason="control"}', '0+600x40'),
+            series('walproxy_fetch_inline_batches_total{instance="b1",reason="not_in_wal"}', '0+600x40'),
             series('walproxy_fetch_references_total{instance="b1",side="leader"}', '0+60x40'),
             '    alert_rule_test:',
             // Then: nothing at minute 8 (only control batches inline), nothing at minute 18 (inline for

@@ -8,8 +8,14 @@ export const ALERT_JOB = 'walproxy';
 /** The WAL group's name in the rules file. */
 export const ALERT_GROUP = 'walproxy';
 
-/** Inline reasons that are by design, not a fallback: control batches and topics set to mode=inline. */
-const BY_DESIGN = 'control|requested_inline';
+/**
+ * Inline reasons that are not a fallback: control batches, topics set to mode=inline, and
+ * `not_in_wal`, which the leader side counts for every batch of a topic that does not use the WAL
+ * (plain topics, __consumer_offsets, the WAL metadata topic itself) as well as for a WAL topic's
+ * batch that is missing: on a healthy cluster it is most of the inline batches, so it cannot
+ * tell a fallback apart until the leader side counts the two separately.
+ */
+const NOT_A_FALLBACK = 'control|requested_inline|not_in_wal';
 
 export const ALERTS: readonly AlertSpec[] = [
   {
@@ -45,13 +51,13 @@ export const ALERTS: readonly AlertSpec[] = [
   {
     alert: 'WalproxyInlineFallback',
     value: (w) =>
-      `sum by (instance) (rate(walproxy_fetch_inline_batches_total{reason!~"${BY_DESIGN}"}[${w}])) / (sum by (instance) (rate(walproxy_fetch_inline_batches_total{reason!~"${BY_DESIGN}"}[${w}])) + sum by (instance) (rate(walproxy_fetch_references_total{side="leader"}[${w}])))`,
+      `sum by (instance) (rate(walproxy_fetch_inline_batches_total{reason!~"${NOT_A_FALLBACK}"}[${w}])) / (sum by (instance) (rate(walproxy_fetch_inline_batches_total{reason!~"${NOT_A_FALLBACK}"}[${w}])) + sum by (instance) (rate(walproxy_fetch_references_total{side="leader"}[${w}])))`,
     condition: '> 0.5',
     for: '10m',
     severity: 'warning',
     summary: 'walproxy on {{ $labels.instance }} replicates WAL topics inline',
     description:
-      '{{ $value | humanizePercentage }} of the batches this leader could send to followers as references go inline instead (store not answering in time, batches not in the WAL, broker rewrites; control batches and mode=inline topics do not count). Replication is correct but crosses zones: look at the inline reasons on the dashboard.',
+      '{{ $value | humanizePercentage }} of the batches this leader could send to followers as references go inline instead (the store not answering in time, broker rewrites, unknown topics, store faults). Replication is correct but crosses zones: look at the inline reasons on the dashboard.',
   },
   {
     alert: 'WalproxyStorePutErrors',

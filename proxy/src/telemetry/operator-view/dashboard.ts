@@ -156,7 +156,7 @@ const replication: RowSpec = {
     {
       title: 'Inline batches by reason (leader side)',
       description:
-        'Why batches of follower fetches went inline: `control` and `requested_inline` are by design; `not_stored_in_time`, `not_in_wal` and store reasons mean the WAL path is not carrying the topic.',
+        'Why batches of follower fetches went inline: `control` and `requested_inline` are by design, `not_in_wal` also counts every batch of topics that do not use the WAL; `not_stored_in_time`, `rewritten_by_broker` and store reasons mean the WAL path is not carrying a WAL topic.',
       kind: 'timeseries',
       unit: 'ops',
       queries: [
