@@ -93,7 +93,7 @@ e2e: build kafka system-deps jaeger
 
 # The e2e suite (or KAFKA_MATRIX_TESTS) once per Kafka release in KAFKA_MATRIX, each on its own
 # jars; every release runs even when an earlier one fails, and the target fails if any did.
-e2e-matrix: build system-deps
+e2e-matrix: build system-deps jaeger
 	@failed=""; for v in $(KAFKA_MATRIX); do \
 	  echo "e2e-matrix: Kafka $$v" >&2; start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory kafka KAFKA_VERSION=$$v && KAFKA_VERSION=$$v npx vitest run --project e2e $(KAFKA_MATRIX_TESTS); \
