@@ -279,7 +279,7 @@ async function main(): Promise<void> {
       console.log(`    produce data not copied to the WAL: ${reasons(r.inline.produceNotCopied)}`);
     }
     console.log(
-      '  requestedInline: the topic is set to mode=inline; notInWal: batches of topics without the WAL (the metadata topic, __consumer_offsets) or missing from it; control: transaction markers',
+      '  notInWal: batches without a WAL reference (a topic set to mode=inline, as in the stock arm, topics without the WAL such as the metadata topic and __consumer_offsets, or batches missing from it); unknownTopic: the sidecar had not yet looked the topic up; control: transaction markers',
     );
 
     step(
