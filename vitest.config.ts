@@ -22,6 +22,8 @@ export default defineConfig({
             'deploy/test/**/*.test.ts',
             // pure code of the benchmarks (the charts renderer)
             'e2e/bench/**/*.test.ts',
+            // pure harness code (no cluster)
+            'e2e/src/**/*.test.ts',
           ],
           testTimeout: 30_000,
         },
