@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps apt-install helm versitygw test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-zone-local lint format docs clean
+.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-zone-local bench-charts lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -41,13 +41,20 @@ kafka:
 	@command -v mvn >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=maven
 	bash e2e/kafka/fetch-kafka.sh $(KAFKA_VERSION)
 
-# Debian packages the e2e tests use: kcat (librdkafka) as a real client, nftables to count bytes
-# between zones in the kernel, iproute2 for the zones' network namespaces, prometheus to scrape.
-system-deps:
+# Debian packages the e2e tests use: kcat (librdkafka) as a real client, the three-zone network
+# (zone-deps), prometheus to scrape (and its promtool to check the alert rules).
+system-deps: zone-deps promtool
 	@command -v kcat >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=kcat
+
+# The three-zone network (e2e/src/net/zone-network.ts): iproute2 for the zones' network namespaces,
+# nftables to count the bytes between zones in the kernel.
+zone-deps:
 	@command -v nft >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=nftables
 	@command -v ip >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=iproute2
-	@command -v prometheus >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=prometheus
+
+# Debian's prometheus package brings promtool (the unit tests check the alert rules with it).
+promtool:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || $(MAKE) --no-print-directory apt-install PKGS=prometheus
 
 apt-install:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -74,20 +81,30 @@ versitygw:
 	  mkdir -p .cache/bin && GOBIN=$(CURDIR)/.cache/bin GOFLAGS=-buildvcs=false nice -n 19 go install \
 	    -ldflags '-X main.Version=$(VERSITYGW_VERSION)' github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); fi
 
+# Jaeger v2 (OTLP receiver, in-memory store, query API), pinned by e2e/tracing/jaeger-tool/go.mod
+# and built from the Go module proxy into .cache/bin for the trace e2e test; skipped when
+# .cache/bin/jaeger was built from that version. ~4 min of two cores on a fresh machine.
+JAEGER_VERSION := v1.76.0
+jaeger:
+	@if go version -m .cache/bin/jaeger 2>/dev/null | grep -qE "^\s+mod\s+github.com/jaegertracing/jaeger\s+$(JAEGER_VERSION)\s"; then :; else \
+	  command -v go >/dev/null || { echo "make: go is required to build jaeger" >&2; exit 1; }; \
+	  mkdir -p .cache/bin && cd e2e/tracing/jaeger-tool && GOFLAGS=-buildvcs=false nice -n 19 go build \
+	    -o $(CURDIR)/.cache/bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger; fi
+
 test: test-unit e2e e2e-compat
 
 e2e-compat:
 	$(MAKE) --no-print-directory e2e-matrix KAFKA_MATRIX="$(KAFKA_COMPAT)" KAFKA_MATRIX_TESTS="$(KAFKA_COMPAT_TESTS)"
 
-test-unit: build helm versitygw
+test-unit: build helm versitygw promtool
 	npx vitest run --project unit
 
-e2e: build kafka system-deps versitygw
+e2e: build kafka system-deps versitygw jaeger
 	npx vitest run --project e2e
 
 # The e2e suite (or KAFKA_MATRIX_TESTS) once per Kafka release in KAFKA_MATRIX, each on its own
 # jars; every release runs even when an earlier one fails, and the target fails if any did.
-e2e-matrix: build system-deps versitygw
+e2e-matrix: build system-deps versitygw jaeger
 	@failed=""; for v in $(KAFKA_MATRIX); do \
 	  echo "e2e-matrix: Kafka $$v" >&2; start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory kafka KAFKA_VERSION=$$v && KAFKA_VERSION=$$v npx vitest run --project e2e $(KAFKA_MATRIX_TESTS); \
@@ -96,12 +113,18 @@ e2e-matrix: build system-deps versitygw
 	done; \
 	if [ -n "$$failed" ]; then echo "e2e-matrix: failed on$$failed" >&2; exit 1; fi
 
+# As root the demo puts each broker pod in its own zone (network namespaces) and the kernel counts
+# what crosses between zones; that needs zone-deps. Elsewhere it runs on one loopback and says so.
 demo: build kafka
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory zone-deps; \
+	  else echo "make demo: not root, so no network namespaces: the demo runs on one loopback" >&2; fi
 	npx tsx e2e/src/demo.ts
 
 bench: build kafka system-deps versitygw
 	npx tsx shared/bench/crc32c.bench.ts
 	npx tsx shared/bench/fetch-walk.bench.ts
+	node --expose-gc --import tsx proxy/bench/batch-index.bench.ts 1000000
+	npx tsx proxy/bench/fetch-fill.bench.ts
 	npx tsx e2e/bench/proxy-overhead.bench.ts
 	npx tsx e2e/bench/wal-writer.bench.ts
 	npx tsx e2e/bench/object-store.bench.ts
@@ -109,6 +132,12 @@ bench: build kafka system-deps versitygw
 	$(MAKE) --no-print-directory bench-pass-through
 	npx tsx e2e/bench/replication.bench.ts
 	$(MAKE) --no-print-directory bench-zone-local
+	$(MAKE) --no-print-directory bench-charts
+
+# SVG charts from the JSON results the benchmarks wrote under .runs/bench/ (those that exist),
+# into docs/charts/ (e2e/bench/charts.ts).
+bench-charts: deps
+	npx tsx e2e/bench/charts.ts
 
 # walproxy without the WAL against a bare Node socket.pipe() relay on the same ports, one run:
 # CPU-seconds per GiB each way, written to .runs/bench/pass-through.json (issue #13).
@@ -129,10 +158,13 @@ lint: deps
 format: deps
 	npx biome check --write .
 
-# docs/cli.md from the yargs definitions (proxy/test/cli/cli-docs.test.ts fails when it drifts).
+# docs/cli.md from the yargs definitions (proxy/test/cli/cli-docs.test.ts fails when it drifts), and
+# the Grafana dashboard and alert rules from their declarations in proxy/src/telemetry/operator-view
+# (proxy/test/telemetry/operator-view.test.ts fails when they drift).
 docs: deps
 	npx tsc -b shared proxy
 	node proxy/dist/cli/gen-docs.js
+	node proxy/dist/telemetry/operator-view/generate.js
 
 clean:
 	rm -rf node_modules */node_modules */dist */*.tsbuildinfo e2e/.runs

@@ -16,7 +16,15 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: 'unit',
-          include: ['shared/test/**/*.test.ts', 'proxy/test/**/*.test.ts', 'deploy/test/**/*.test.ts'],
+          include: [
+            'shared/test/**/*.test.ts',
+            'proxy/test/**/*.test.ts',
+            'deploy/test/**/*.test.ts',
+            // pure code of the benchmarks (the charts renderer)
+            'e2e/bench/**/*.test.ts',
+            // pure harness code (no cluster)
+            'e2e/src/**/*.test.ts',
+          ],
           testTimeout: 30_000,
         },
       },

@@ -88,9 +88,15 @@ export function find(objects: K8sObject[], kind: string, name: string): K8sObjec
   return found;
 }
 
-/** `apps/v1` + `StatefulSet` → the kubernetes-models module path (`v1` is the core group). */
+/**
+ * `apps/v1` + `StatefulSet` → the kubernetes-models module path (`v1` is the core group); the
+ * prometheus-operator kinds (PrometheusRule) come from @kubernetes-models/prometheus-operator.
+ */
 function modelModule(object: K8sObject): string {
-  return `kubernetes-models/${object.apiVersion}/${object.kind}`;
+  const models = object.apiVersion.startsWith('monitoring.coreos.com/')
+    ? '@kubernetes-models/prometheus-operator'
+    : 'kubernetes-models';
+  return `${models}/${object.apiVersion}/${object.kind}`;
 }
 
 /**

@@ -3,59 +3,185 @@
  * sidecar in front of every broker and a real S3 API server (moto) as the WAL store. The same
  * workload goes into two topics: one replicated the stock way (mode=inline) and one replicated
  * through the WAL (followers get references and read the bytes from the store). The report shows
- * what crossed between zones for each.
+ * what crossed between zones for each, zone pair by zone pair, what still went inline and why, and
+ * what a month at the run's rate would cost.
  *
- * As root (with iproute2 and nft), each broker pod runs in its own network namespace in one of
- * three simulated zones (e2e/src/net/zone-network.ts) and the kernel counts every byte routed from
- * one zone to another. Otherwise everything shares loopback and the sidecars' own counters of the
- * replication hop stand in for it.
+ * As root (with iproute2 and nft: `make demo` installs them), each broker pod runs in its own
+ * network namespace in one of three simulated zones (e2e/src/net/zone-network.ts) and the kernel
+ * counts every byte routed from one zone to another. Otherwise everything shares loopback, the
+ * sidecars' own counters of the replication hop stand in for the kernel's, and the demo says so.
  */
 
-import { computeCost, DEFAULT_PRICES } from '@walproxy/proxy';
+import { execFileSync } from 'node:child_process';
+import { computeCost, DEFAULT_PRICES, WAL_WRITER_DEFAULTS } from '@walproxy/proxy';
 import { consumerPerf, producerPerf } from './clients/java-tools.js';
 import { createTopic, underReplicated } from './clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from './cluster/kafka-cluster.js';
 import { walSidecarArgs, walSidecarEnv } from './cluster/wal-settings.js';
-import { crossZoneBytes, type Zone, ZoneNetwork, zoneNetworkAvailable } from './net/zone-network.js';
+import {
+  crossZoneBytes,
+  storeBytes,
+  trafficSince,
+  ZONES,
+  type Zone,
+  ZoneNetwork,
+  type ZoneTraffic,
+} from './net/zone-network.js';
 import { startMoto } from './s3/moto.js';
 import { compareReplicas } from './wal/inspect.js';
 
 const RECORDS = Number(process.env.DEMO_RECORDS ?? 200_000);
 const RECORD_SIZE = 512;
 const PARTITIONS = 6;
+const PHASES = 7;
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+const started = Date.now();
+let phase = 0;
 
-/** Bytes that crossed the replication hop: follower fetches in, and the answers as sent out. */
-async function replicationHopBytes(cluster: KafkaCluster): Promise<number> {
-  const counters: SidecarCounters[] = await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id)));
-  return counters.reduce((sum, c) => {
+/** One line per phase, with the time since the demo started. */
+function step(what: string): void {
+  phase++;
+  console.log(`\n[${phase}/${PHASES} ${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${what}`);
+}
+
+/** Why the kernel cannot count here, or undefined when it can (root, ip, nft). */
+function zoneNetworkMissing(): string | undefined {
+  if (process.getuid?.() !== 0) return 'not root, so no network namespaces';
+  for (const [command, args, pkg] of [
+    ['ip', ['netns', 'list'], 'iproute2'],
+    ['nft', ['--version'], 'nftables'],
+  ] as const) {
+    try {
+      execFileSync(command, args, { stdio: 'ignore' });
+    } catch {
+      return `no \`${command}\` (Debian package ${pkg}; \`make demo\` installs it as root)`;
+    }
+  }
+  return undefined;
+}
+
+/** What went inline, summed over the sidecars: leader-side batches by reason, follower fallbacks, produce not copied. */
+interface InlineCounts {
+  leaderBatches: Record<string, number>;
+  followerFallbacks: Record<string, number>;
+  produceNotCopied: Record<string, number>;
+  referencesSent: number;
+  replicationHopBytes: number;
+  objects: number;
+  objectBytes: number;
+}
+
+function add(into: Record<string, number>, from: unknown): void {
+  if (typeof from !== 'object' || from === null) return;
+  for (const [k, v] of Object.entries(from)) if (typeof v === 'number') into[k] = (into[k] ?? 0) + v;
+}
+
+async function inlineCounts(cluster: KafkaCluster): Promise<InlineCounts> {
+  const all: SidecarCounters[] = await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id)));
+  const counts: InlineCounts = {
+    leaderBatches: {},
+    followerFallbacks: {},
+    produceNotCopied: {},
+    referencesSent: 0,
+    replicationHopBytes: 0,
+    objects: 0,
+    objectBytes: 0,
+  };
+  for (const c of all) {
+    add(counts.leaderBatches, c.wal?.fetchStrip?.inline);
+    add(counts.followerFallbacks, c.wal?.fetchFill?.fallbacks);
+    const p = c.wal?.produce;
+    add(counts.produceNotCopied, {
+      unknownTopicIds: p?.unknownTopicIds,
+      unsupportedVersions: p?.unsupportedVersions,
+      batchesNotCopied: p?.batchesNotCopied,
+    });
+    counts.referencesSent += Number(c.wal?.fetchStrip?.referencesSent ?? 0);
     const l = c.listeners.replication;
-    return sum + (l ? l.bytesFromDownstream + l.bytesToDownstream : 0);
-  }, 0);
+    counts.replicationHopBytes += l ? l.bytesFromDownstream + l.bytesToDownstream : 0;
+    counts.objects += c.wal?.writer.objectsUploaded ?? 0;
+    counts.objectBytes += c.wal?.writer.bytesUploaded ?? 0;
+  }
+  return counts;
+}
+
+function minus(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
+}
+
+function countsSince(before: InlineCounts, after: InlineCounts): InlineCounts {
+  return {
+    leaderBatches: minus(after.leaderBatches, before.leaderBatches),
+    followerFallbacks: minus(after.followerFallbacks, before.followerFallbacks),
+    produceNotCopied: minus(after.produceNotCopied, before.produceNotCopied),
+    referencesSent: after.referencesSent - before.referencesSent,
+    replicationHopBytes: after.replicationHopBytes - before.replicationHopBytes,
+    objects: after.objects - before.objects,
+    objectBytes: after.objectBytes - before.objectBytes,
+  };
+}
+
+/** `reason n, reason n` of the non-zero counts, or "none". */
+function reasons(counts: Record<string, number>): string {
+  const nonZero = Object.entries(counts).filter(([, n]) => n > 0);
+  return nonZero.length === 0 ? 'none' : nonZero.map(([k, n]) => `${k} ${n}`).join(', ');
+}
+
+interface ArmResult {
+  label: string;
+  topic: string;
+  produced: number;
+  mbPerSec: number;
+  p99: number;
+  /** Bytes between zones: the kernel's counters, or the sidecars' replication hop on loopback. */
+  crossZone: number;
+  traffic?: ZoneTraffic;
+  inline: InlineCounts;
+}
+
+/**
+ * What a month at the WAL arm's rate costs, stock vs walproxy: today `walproxy cost`'s model
+ * priced with the run's measured object size and cross-zone residue. Issue #14 (cost-aware
+ * replication) prices a run's measured counters (PUTs, GETs, bytes, sidecar CPU); that replaces
+ * this one function.
+ */
+function priceRun(wal: ArmResult, stock: ArmResult) {
+  const meanObjectBytes = wal.inline.objects > 0 ? wal.inline.objectBytes / wal.inline.objects : 0;
+  return computeCost(
+    {
+      throughputBytesPerSec: wal.mbPerSec * 1e6,
+      replicationFactor: 3,
+      zones: 3,
+      lingerMs: WAL_WRITER_DEFAULTS.lingerMs,
+      objectBytes: Math.max(1, meanObjectBytes),
+      brokers: BROKER_IDS.length,
+      retentionSec: 3_600,
+      residualFraction: stock.crossZone > 0 ? wal.crossZone / stock.crossZone : 0,
+    },
+    DEFAULT_PRICES,
+  );
 }
 
 async function main(): Promise<void> {
-  console.log(
-    'walproxy demo: starting an S3 API server (moto) and a stock Apache Kafka cluster with a sidecar per broker…',
+  console.log('walproxy demo: stock Apache Kafka, a walproxy sidecar per broker, an S3 API server (moto)');
+  const missing = zoneNetworkMissing();
+  step(
+    missing
+      ? `one shared loopback (${missing}): the sidecars count the replication hop instead of the kernel counting zones`
+      : 'three zones: a network namespace per broker pod, the kernel counts every byte between zones',
   );
-  const zones = zoneNetworkAvailable()
-    ? ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, RACKS[id] as Zone])))
-    : undefined;
-  const crossZone = async (c: KafkaCluster) =>
-    zones ? crossZoneBytes(zones.traffic()) : await replicationHopBytes(c);
-  const moto = await startMoto(zones ? { netns: zones.store.netns, host: zones.store.address } : {});
-  const s3 = {
-    endpoint: moto.endpoint,
-    bucket: 'walproxy-demo',
-    prefix: 'wal/',
-    walTopicGlob: 'wal-*',
-    pid: moto.pid,
-  };
-  await moto.createBucket(s3.bucket);
+  const zones = missing
+    ? undefined
+    : ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, RACKS[id] as Zone])));
   let cluster: KafkaCluster | undefined;
+  let moto: Awaited<ReturnType<typeof startMoto>> | undefined;
   let failed = false;
   try {
+    step('starting the S3 API server (moto) and the cluster: a controller, 3 brokers, 3 sidecars…');
+    moto = await startMoto(zones ? { netns: zones.store.netns, host: zones.store.address } : {});
+    const s3 = { endpoint: moto.endpoint, bucket: 'walproxy-demo', prefix: 'wal/', walTopicGlob: 'wal-*' };
+    await moto.createBucket(s3.bucket);
     cluster = await KafkaCluster.start({
       ...(zones ? { zones } : {}),
       sidecars: true,
@@ -67,31 +193,20 @@ async function main(): Promise<void> {
       `  Kafka ${cluster.version}; brokers ${BROKER_IDS.map((id) => `${id} in ${RACKS[id]}`).join(', ')}`,
     );
     console.log(
-      `  clients bootstrap at the sidecars: ${bootstrap}; WAL store: s3://${s3.bucket}/${s3.prefix} at ${s3.endpoint}`,
-    );
-    console.log(
-      zones
-        ? '  each broker pod in its own network namespace, one per zone: the kernel counts what crosses zones'
-        : '  not root (or no ip/nft): one shared loopback; the sidecars count the replication hop instead',
+      `  clients bootstrap at the sidecars: ${bootstrap}; WAL store s3://${s3.bucket}/${s3.prefix} at ${s3.endpoint}`,
     );
 
-    const results: Array<{
-      label: string;
-      topic: string;
-      produced: number;
-      hop: number;
-      mbPerSec: number;
-      p99: number;
-    }> = [];
+    const results: ArmResult[] = [];
     for (const [label, topic] of [
       ['stock replication (inline)', 'wal-inline-demo'],
       ['replication through the WAL', 'wal-demo'],
     ] as const) {
-      await createTopic(bootstrap, topic, { partitions: PARTITIONS, replicationFactor: 3 });
-      const before = await crossZone(cluster);
-      console.log(
-        `\n${label}: producing ${RECORDS} records of ${RECORD_SIZE} B into ${topic} (acks=all, RF=3)…`,
+      step(
+        `${label}: ${RECORDS} records of ${RECORD_SIZE} B into ${topic} (acks=all, RF=3, ${PARTITIONS} partitions)…`,
       );
+      await createTopic(bootstrap, topic, { partitions: PARTITIONS, replicationFactor: 3 });
+      const trafficBefore = zones?.traffic();
+      const countsBefore = await inlineCounts(cluster);
       const run = await producerPerf({
         bootstrap,
         topic,
@@ -101,7 +216,8 @@ async function main(): Promise<void> {
       });
       const differences = await compareReplicas(cluster.workDirDataDirs(), topic, PARTITIONS);
       const consumed = await consumerPerf({ bootstrap, topic, records: RECORDS });
-      const hop = (await crossZone(cluster)) - before;
+      const traffic = zones && trafficBefore ? trafficSince(trafficBefore, zones.traffic()) : undefined;
+      const inline = countsSince(countsBefore, await inlineCounts(cluster));
       console.log(
         `  ${run.records} records at ${run.mbPerSec.toFixed(1)} MB/s (p99 ${run.p99Ms} ms); consumed ${consumed.records}; replicas ${differences.length === 0 ? 'byte-identical' : `DIFFER: ${differences.join('; ')}`}`,
       );
@@ -109,55 +225,73 @@ async function main(): Promise<void> {
         label,
         topic,
         produced: run.records * RECORD_SIZE,
-        hop,
         mbPerSec: run.mbPerSec,
         p99: run.p99Ms,
+        crossZone: traffic ? crossZoneBytes(traffic) : inline.replicationHopBytes,
+        ...(traffic ? { traffic } : {}),
+        inline,
       });
     }
+    const [stock, wal] = results as [ArmResult, ArmResult];
 
+    step(
+      zones
+        ? 'what crossed between zones (kernel-counted: every IP byte between broker pods, both arms)'
+        : 'what crossed the replication hop (sidecar counters: follower fetches and their answers)',
+    );
+    const col = (s: string) => s.padStart(14);
+    console.log(`  ${''.padEnd(22)}${col(stock.label.split(' ')[0]!)}${col('WAL')}`);
+    if (stock.traffic && wal.traffic) {
+      for (const from of ZONES) {
+        for (const to of ZONES) {
+          if (from === to) continue;
+          console.log(
+            `  ${`${from} → ${to}`.padEnd(22)}${col(mb(stock.traffic.bytes[from][to]))}${col(mb(wal.traffic.bytes[from][to]))}`,
+          );
+        }
+      }
+      console.log(
+        `  ${'zones ↔ object store'.padEnd(22)}${col(mb(storeBytes(stock.traffic)))}${col(mb(storeBytes(wal.traffic)))}  (zone-local with S3 Express One Zone)`,
+      );
+    }
+    console.log(
+      `  ${'total between zones'.padEnd(22)}${col(mb(stock.crossZone))}${col(mb(wal.crossZone))}  for ${mb(wal.produced)} produced each`,
+    );
+    const saved = stock.crossZone - wal.crossZone;
     const lagging = await underReplicated(
       bootstrap,
       results.map((r) => r.topic),
     );
-    const [stock, wal] = results as [(typeof results)[0], (typeof results)[0]];
-    const counters = await Promise.all(BROKER_IDS.map((id) => cluster!.sidecarCounters(id)));
-    const objects = counters.reduce((n, c) => n + (c.wal?.writer.objectsUploaded ?? 0), 0);
-    const objectBytes = counters.reduce((n, c) => n + (c.wal?.writer.bytesUploaded ?? 0), 0);
     console.log(
-      zones
-        ? '\nwhat crossed between zones (kernel-counted: every byte between broker pods):'
-        : '\nwhat crossed the replication hop (follower fetches, sidecar counters):',
-    );
-    for (const r of results)
-      console.log(`  ${r.label.padEnd(30)} ${mb(r.hop).padStart(10)}  for ${mb(r.produced)} produced`);
-    const saved = stock.hop - wal.hop;
-    console.log(
-      `  saved: ${mb(saved)} (${((100 * saved) / stock.hop).toFixed(1)}% of stock), under-replicated partitions: ${lagging.length === 0 ? 'none' : lagging.join(', ')}`,
+      `  saved: ${mb(saved)} (${((100 * saved) / stock.crossZone).toFixed(1)}% of stock); under-replicated partitions: ${lagging.length === 0 ? 'none' : lagging.join(', ')}`,
     );
     console.log(
-      `  WAL objects written: ${objects}, ${mb(objectBytes)} (mean ${objects ? (objectBytes / objects / 1000).toFixed(0) : 0} KB)`,
+      `  WAL objects written: ${wal.inline.objects}, ${mb(wal.inline.objectBytes)} (mean ${wal.inline.objects ? (wal.inline.objectBytes / wal.inline.objects / 1000).toFixed(0) : 0} KB); references sent: ${wal.inline.referencesSent}`,
     );
-    // What a month at this run's rate would cost, with `walproxy cost`'s model and price table,
-    // and the cross-zone residue this run measured.
-    const cost = computeCost(
-      {
-        throughputBytesPerSec: wal.mbPerSec * 1e6,
-        replicationFactor: 3,
-        zones: 3,
-        lingerMs: 10,
-        objectBytes: 400_000,
-        brokers: BROKER_IDS.length,
-        retentionSec: 3_600,
-        residualFraction: wal.hop / stock.hop,
-      },
-      DEFAULT_PRICES,
-    );
+
+    step('what went inline, and why (sidecar counters, all topics, during each arm)');
+    for (const r of results) {
+      console.log(`  ${r.label}:`);
+      console.log(`    leader side, batches sent inline by reason: ${reasons(r.inline.leaderBatches)}`);
+      console.log(
+        `    follower side, fills that fell back by reason: ${reasons(r.inline.followerFallbacks)}`,
+      );
+      console.log(`    produce data not copied to the WAL: ${reasons(r.inline.produceNotCopied)}`);
+    }
     console.log(
-      `\nat this run's rate (${wal.mbPerSec.toFixed(1)} MB/s) for a month (\`walproxy cost\`): stock replication $${cost.stockUsd.toFixed(2)}, walproxy $${cost.walproxyUsd.toFixed(2)}, saved $${cost.savedUsd.toFixed(2)}`,
+      '  notInWal: batches without a WAL reference (a topic set to mode=inline, as in the stock arm, topics without the WAL such as the metadata topic and __consumer_offsets, or batches missing from it); unknownTopic: the sidecar had not yet looked the topic up; control: transaction markers',
+    );
+
+    step(
+      `what it costs: a month at this run's rate (${wal.mbPerSec.toFixed(1)} MB/s), \`walproxy cost\`'s model`,
+    );
+    const cost = priceRun(wal, stock);
+    console.log(
+      `  stock replication $${cost.stockUsd.toFixed(2)}, walproxy $${cost.walproxyUsd.toFixed(2)}, saved $${cost.savedUsd.toFixed(2)} (objects of ${wal.inline.objects ? (wal.inline.objectBytes / wal.inline.objects / 1000).toFixed(0) : 0} KB as measured, the measured cross-zone residue)`,
     );
     if (cost.breakEvenBytesPerSec !== undefined) {
       console.log(
-        `  break-even at these settings (10 ms linger, 400 KB objects, 3 brokers): ${(cost.breakEvenBytesPerSec / 1e6).toFixed(1)} MB/s; below it the PUTs of small objects cost more than the transfer they save (a longer --wal-linger-ms lowers it)`,
+        `  break-even at these settings: ${(cost.breakEvenBytesPerSec / 1e6).toFixed(1)} MB/s; below it the PUTs of small objects cost more than the transfer they save (a longer --wal-linger-ms lowers it)`,
       );
     }
     console.log('  run `walproxy cost --throughput-mbps <your rate>` for your own figures (docs/cost.md)');
@@ -166,9 +300,9 @@ async function main(): Promise<void> {
     throw error;
   } finally {
     await cluster?.stop({ keepLogs: failed });
-    await moto.stop();
+    await moto?.stop();
     zones?.remove();
-    console.log('\ncluster and S3 server stopped.');
+    console.log(`\ncluster and S3 server stopped (${((Date.now() - started) / 1000).toFixed(0)} s).`);
   }
 }
 

@@ -40,16 +40,16 @@ describe('telemetry during a real produce and replicate run', () => {
       telemetry: (id) =>
         id === 1 ? { spanProcessors: [new SimpleSpanProcessor(spans)], metricReaders: [reader] } : {},
     });
-    await createTopic(cluster.bootstrap(), 'wal-otel', { partitions: 3 });
+    await createTopic(cluster.bootstrap(), 'wal-durable-otel', { partitions: 3 });
 
     // When the Java producer writes 20 MB with acks=all and the followers catch up
     await producerPerf({
       bootstrap: cluster.bootstrap(),
-      topic: 'wal-otel',
+      topic: 'wal-durable-otel',
       records: 40_000,
       recordSize: 512,
     });
-    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-otel', 3)).toEqual([]);
+    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-durable-otel', 3)).toEqual([]);
 
     // Then the spans of every stage are there
     const names = new Set(spans.getFinishedSpans().map((s) => s.name));

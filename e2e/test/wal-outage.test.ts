@@ -4,7 +4,7 @@ import { createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
 import { sidecarCounters } from '../src/cluster/cluster-info.js';
 import { batchIdentity, openE2eStore, readPartitionLog, readWalObjects } from '../src/wal/inspect.js';
 
-const WAL_TOPIC = 'wal-outage';
+const WAL_TOPIC = 'wal-durable-outage';
 const PLAIN_TOPIC = 'plain-outage';
 
 let paused: number | undefined;

@@ -5,6 +5,7 @@ import {
   parseSecurityFlags,
   SECURITY_DEFAULTS,
 } from './cli/security-flags.js';
+import { FETCH_FILL_DEADLINE_MS } from './filters/fetch-fill.js';
 import type { HostPort } from './net/proxy-listener.js';
 import type { ObjectStoreOptions } from './store/index.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
@@ -22,10 +23,14 @@ export interface WalConfig {
   maxUploadsInFlight: number;
   uploadDeadlineMs: number;
   maxPendingBytes: number;
+  /** A store call outstanding this long marks the store degraded (StoreHealth). */
+  degradeAfterMs: number;
   /** How long the leader side holds a follower's Fetch response for a batch still uploading. */
   maxHoldMs: number;
   /** Other stores (URL globs) the follower side may read references from: peers in other zones. */
   readStoreUrls: string[];
+  /** Follower side: the latest a follower's Fetch response leaves, however slow the store's GETs. */
+  fillDeadlineMs: number;
   metadata: {
     /** Bootstrap servers for the sidecar's own Kafka clients; default: the local broker. */
     bootstrap: string[];
@@ -80,11 +85,15 @@ export const SIDECAR_DEFAULTS = {
   'log-level': 'info',
   'wal-target-bytes': WAL_WRITER_DEFAULTS.targetBytes,
   'wal-linger-ms': WAL_WRITER_DEFAULTS.lingerMs,
-  'wal-durable-ack': 'true',
+  // Off: a store outage must never fail or slow a produce (issue #12); a topic opts in with
+  // --topic-config <topic>:durable.ack=true and pays for it (docs/configuration.md).
+  'wal-durable-ack': 'false',
   'wal-max-uploads-in-flight': WAL_WRITER_DEFAULTS.maxUploadsInFlight,
   'wal-upload-deadline-ms': WAL_WRITER_DEFAULTS.uploadDeadlineMs,
   'wal-max-pending-bytes': WAL_WRITER_DEFAULTS.maxPendingBytes,
+  'wal-degrade-after-ms': WAL_WRITER_DEFAULTS.degradeAfterMs,
   'max-hold-ms': 200,
+  'fill-deadline-ms': FETCH_FILL_DEADLINE_MS,
   'metadata-topic': '__remote_wal_log_metadata',
   'metadata-topic-partitions': 3,
   'metadata-topic-replication-factor': 3,
@@ -314,6 +323,8 @@ function parseWalConfig(
   }
   const { targetBytes, lingerMs } = WAL_WRITER_LIMITS;
   const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
+  // Past 10 s a slow store could hold a follower near replica.lag.time.max.ms (30 s by default).
+  const fillDeadlineMs = integer(raw, 'fill-deadline-ms', errors, 0, 10_000);
   const defaults = {
     wal: false,
     targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
@@ -326,6 +337,7 @@ function parseWalConfig(
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
   const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
+  const degradeAfterMs = integer(raw, 'wal-degrade-after-ms', errors, 10, 600_000);
   const storeOptions = { ...parseS3Flags(raw, errors), ...parseS3EncryptionFlags(raw, errors, storeUrl) };
   const metadataBootstrap = list(raw['metadata-bootstrap']);
   if (metadataBootstrap.length === 0 && metadataClient.tls) {
@@ -354,8 +366,10 @@ function parseWalConfig(
     maxUploadsInFlight: maxUploadsInFlight!,
     uploadDeadlineMs: uploadDeadlineMs!,
     maxPendingBytes: maxPendingBytes!,
+    degradeAfterMs: degradeAfterMs!,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
+    fillDeadlineMs: fillDeadlineMs!,
     metadata: {
       bootstrap: metadataBootstrap,
       topic: String(raw['metadata-topic']),

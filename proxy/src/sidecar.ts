@@ -35,12 +35,18 @@ export class SidecarConfigError extends Error {
 }
 
 /** The leader-side WAL parts, present when --wal-store-url is set. */
-interface WalParts {
+export interface WalParts {
   store: ObjectStore;
-  /** Whether the store may be used now; zone-local produce stores nothing while it is degraded. */
+  /**
+   * Whether the store may be used now: the writer reports every upload to it; while degraded
+   * the produce filter copies nothing for topics without durable ack, the strip holds nothing and
+   * zone-local produce stores nothing.
+   */
   health: StoreHealth;
   writer: WalWriter;
   policy: TopicPolicy;
+  /** Produced batches the strip can find again; bounded by maxEntries and age. */
+  index: WalBatchIndex;
   topicNames: TopicNames;
   publisher: WalMetadataPublisher;
   produceFilter: ProduceWalFilter;
@@ -257,6 +263,8 @@ export class Sidecar {
       ...(this.wal
         ? {
             wal: {
+              health: this.wal.health.stats,
+              batchIndex: this.wal.index.stats,
               produce: this.wal.produceFilter.stats,
               fetchStrip: this.wal.fetchStrip.stats,
               fetchFill: this.wal.fetchFill.stats,
@@ -327,12 +335,14 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   const health = new StoreHealth({ store: wal.storeUrl, probe: () => store.validate(), log });
   const writer = new WalWriter({
     store,
+    health,
     brokerId: config.brokerId,
     targetBytes: wal.defaults.targetBytes,
     lingerMs: wal.defaults.lingerMs,
     maxUploadsInFlight: wal.maxUploadsInFlight,
     uploadDeadlineMs: wal.uploadDeadlineMs,
     maxPendingBytes: wal.maxPendingBytes,
+    degradeAfterMs: wal.degradeAfterMs,
     // The store URL carries the prefix (s3://bucket/prefix, file:///dir): one place to set it.
     keyPrefix: '',
   });
@@ -379,6 +389,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     policy,
     topicNames,
     publisher,
+    health,
     ...(produceFill
       ? { storedElsewhere: (info, topic, partition) => produceFill.storedElsewhere(info, topic, partition) }
       : {}),
@@ -390,14 +401,20 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     topicNames,
     maxHoldMs: wal.maxHoldMs,
     storeUrl: ownStoreUrl,
+    health,
     log,
   });
-  const fetchFill = new FetchFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log });
+  const fetchFill = new FetchFillFilter({
+    readerFor: (url) => peerReaders.readerFor(url),
+    log,
+    fillDeadlineMs: wal.fillDeadlineMs,
+  });
   return {
     store,
     health,
     writer,
     policy,
+    index,
     topicNames,
     publisher,
     produceFilter,

@@ -25,6 +25,38 @@ describe('parseSidecarConfig', () => {
     });
   });
 
+  it('leaves durable ack off unless asked: a store outage must not fail produce by default', () => {
+    const result = parseSidecarConfig({
+      ...minimal,
+      'wal-store-url': 'file:///tmp/wal',
+      'wal-topic': ['orders'],
+    });
+    if (!('config' in result)) throw new Error(result.errors.join('\n'));
+    expect(result.config.wal?.defaults.durableAck).toBe(false);
+    const asked = parseSidecarConfig({
+      ...minimal,
+      'wal-store-url': 'file:///tmp/wal',
+      'wal-topic': ['orders'],
+      'topic-config': ['orders:durable.ack=true'],
+    });
+    if (!('config' in asked)) throw new Error(asked.errors.join('\n'));
+    expect(asked.config.wal?.rules.at(-1)?.settings).toEqual({ durableAck: true });
+  });
+
+  it('takes the follower fill deadline, 250 ms unless told, refusing one past 10 s', () => {
+    // Given a WAL sidecar without and with --fill-deadline-ms
+    const wal = { ...minimal, 'wal-store-url': 'file:///tmp/wal', 'wal-topic': ['wal-*'] };
+    const defaulted = parseSidecarConfig(wal);
+    const set = parseSidecarConfig({ ...wal, 'fill-deadline-ms': '100' });
+
+    // Then the default is FETCH_FILL_DEADLINE_MS, a set value is kept, and a too long one refused
+    expect('config' in defaulted && defaulted.config.wal?.fillDeadlineMs).toBe(250);
+    expect('config' in set && set.config.wal?.fillDeadlineMs).toBe(100);
+    expect(errorsOf({ ...wal, 'fill-deadline-ms': '10001' })).toEqual([
+      "--fill-deadline-ms: '10001' is not a whole number from 0 to 10000",
+    ]);
+  });
+
   it('derives egress ids from the peer addresses, leaving out our own id', () => {
     const result = parseSidecarConfig({
       ...minimal,

@@ -390,7 +390,7 @@ export class KafkaCluster {
       ...this.placed(id, process.execPath, [sidecarEntry(), ...this.sidecarArguments(id)]),
       path.join(logDir, 'sidecar.log'),
       {
-        ...process.env,
+        ...sidecarProcessEnv(process.env),
         WALPROXY_LOG_LEVEL: process.env.WALPROXY_LOG_LEVEL ?? 'info',
         ...this.options.sidecarEnv,
       },
@@ -428,6 +428,16 @@ export class KafkaCluster {
       rmSync(this.workDir, { recursive: true, force: true });
     }
   }
+}
+
+/**
+ * The test runner's environment for a sidecar, without the harness's own WALPROXY_* switches:
+ * the sidecar reads every WALPROXY_* variable as a flag (yargs env prefix) and refuses unknown
+ * ones, so WALPROXY_KEEP_LOGS=1 would make every sidecar exit 2.
+ */
+export function sidecarProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { WALPROXY_KEEP_LOGS: _keepLogs, ...rest } = env;
+  return rest;
 }
 
 export interface ListenerCounters {

@@ -15,7 +15,11 @@ export function walSidecarArgs(s3: Omit<S3Info, 'pid'>, extra: string[] = []): s
     // The same WAL, but followers replicate these topics the stock way: the baseline that the
     // replication tests compare against, in the same run.
     '--topic-config=wal-inline-*:mode=inline',
-    // Produce does not wait for the store: replication must carry on inline through an outage.
+    // Durable ack is off by default (a store outage must not fail produce); the tests that show
+    // what it does ask for it by topic name.
+    '--topic-config=wal-durable-*:durable.ack=true',
+    // Produce does not wait for the store: replication must carry on inline through an outage
+    // (the default since issue #12; kept explicit so the name says what the test relies on).
     '--topic-config=wal-nodurable-*:durable.ack=false',
     ...extra,
   ];

@@ -11,6 +11,15 @@ export interface PrometheusOptions {
   targets: string[];
   scrapeIntervalSeconds?: number;
   binary?: string;
+  /** Rules files' contents (YAML), loaded and evaluated every scrape interval. */
+  rules?: string[];
+}
+
+export interface PromAlert {
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  state: 'pending' | 'firing';
+  value: string;
 }
 
 export interface PromSample {
@@ -54,10 +63,14 @@ export class PrometheusServer {
     const port = await freePort();
     const interval = `${options.scrapeIntervalSeconds ?? 1}s`;
     const targets = options.targets.map((t) => new URL(t).host);
+    const ruleFiles = (options.rules ?? []).map((_, i) => path.join(dir, `rules-${i}.yaml`));
+    await Promise.all(ruleFiles.map((file, i) => writeFile(file, options.rules![i]!)));
     const config = [
       'global:',
       `  scrape_interval: ${interval}`,
       `  scrape_timeout: ${interval}`,
+      `  evaluation_interval: ${interval}`,
+      ...(ruleFiles.length > 0 ? ['rule_files:', ...ruleFiles.map((f) => `  - '${f}'`)] : []),
       'scrape_configs:',
       '  - job_name: walproxy',
       '    metrics_path: /metrics',
@@ -136,6 +149,16 @@ export class PrometheusServer {
     };
     if (body.status !== 'success') throw new Error(`PromQL ${promql}: ${body.error}`);
     return body.data.result.map((r) => ({ metric: r.metric, value: Number(r.value[1]) }));
+  }
+
+  /** Alerts pending or firing now (the rules files' alerting rules). */
+  async alerts(): Promise<PromAlert[]> {
+    const body = (await (await fetch(`${this.url}/api/v1/alerts`)).json()) as {
+      status: string;
+      data: { alerts: PromAlert[] };
+    };
+    if (body.status !== 'success') throw new Error('prometheus /api/v1/alerts failed');
+    return body.data.alerts;
   }
 
   async stop(): Promise<void> {

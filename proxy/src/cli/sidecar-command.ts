@@ -139,7 +139,8 @@ export function sidecarOptions(yargs: Argv): Argv {
     .option('wal-durable-ack', {
       type: 'string',
       requiresArg: true,
-      describe: 'hold Produce responses until their batches are stored (true/false)',
+      describe:
+        'hold Produce responses until their batches are stored (true/false); with it a store outage fails produce (docs/configuration.md)',
       default: SIDECAR_DEFAULTS['wal-durable-ack'],
     })
     .option('wal-max-uploads-in-flight', {
@@ -160,6 +161,13 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'bytes copied but not yet stored; past it new batches are not copied (memory bound)',
       default: SIDECAR_DEFAULTS['wal-max-pending-bytes'],
     })
+    .option('wal-degrade-after-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'a store call outstanding this long (or an object failing for good, or 3 failed attempts in a row) marks the store degraded: topics without durable ack replicate inline until a probe succeeds',
+      default: SIDECAR_DEFAULTS['wal-degrade-after-ms'],
+    })
     .option('wal-read-store-url', {
       type: 'string',
       array: true,
@@ -172,6 +180,13 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe:
         "leader side: hold a follower's Fetch response at most this long for a batch still uploading, then send it inline",
       default: SIDECAR_DEFAULTS['max-hold-ms'],
+    })
+    .option('fill-deadline-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "follower side: release a follower's Fetch response at most this long after it arrived; references whose GET has not answered come inline next time",
+      default: SIDECAR_DEFAULTS['fill-deadline-ms'],
     })
     .option('metadata-bootstrap', {
       type: 'string',

@@ -11,10 +11,13 @@ import {
   encodePartitionSegments,
   FETCH_CAPABILITY_TAG,
   type FetchCapability,
+  type FetchResponse,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
+  type PartialBatch,
   type PartitionSegment,
   ProtocolError,
+  type RecordBatch,
   recordBatches,
   responseHeaderVersion,
 } from '@walproxy/shared';
@@ -22,13 +25,16 @@ import type { Logger } from '../log.js';
 import type { TopicNames } from '../metadata/topic-names.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
-import type { IndexedBatch, WalBatchIndex } from '../wal/batch-index.js';
+import type { WalBatchIndex } from '../wal/batch-index.js';
+import type { WalLocation } from '../wal/wal-writer.js';
 
 /** Header fields a reference carries (kafka-protocol.md §4: the batch header layout). */
 const BASE_OFFSET_OFFSET = 0;
 const PARTITION_LEADER_EPOCH_OFFSET = 12;
 const CRC_OFFSET = 17;
+const DIGEST_WARNING_INTERVAL_MS = 60_000;
 
 /**
  * Fetch versions the leader side rewrites: v12 is the first flexible one (tagged fields), v18 the
@@ -37,27 +43,83 @@ const CRC_OFFSET = 17;
  */
 export const FETCH_STRIP_VERSIONS = { min: 12, max: 18 } as const;
 
+/** Why a batch went inline; the keys of FetchStripStats.inline. */
+export const FETCH_INLINE_REASONS = [
+  'control',
+  'rewrittenByBroker',
+  'notInWal',
+  'digestMismatch',
+  'notStoredInTime',
+  'requestedInline',
+  'unknownTopic',
+  'notV2',
+  'partialBatch',
+  'storeDegraded',
+] as const;
+
+export type FetchInlineReason = (typeof FETCH_INLINE_REASONS)[number];
+
+/** Zeroed stats, as a new filter starts with them (telemetry tests build theirs from this too). */
+export function newFetchStripStats(): FetchStripStats {
+  return {
+    responsesRewritten: 0,
+    referencesSent: 0,
+    bytesReferenced: 0,
+    inlineBytes: 0,
+    inlineBytesByReason: zeroByReason(),
+    inline: zeroByReason(),
+    holds: 0,
+    holdMsTotal: 0,
+    holdMsMax: 0,
+    unknownCapabilityVersions: 0,
+    responsesNotDecoded: 0,
+  };
+}
+
+function zeroByReason(): Record<FetchInlineReason, number> {
+  return Object.fromEntries(FETCH_INLINE_REASONS.map((r) => [r, 0])) as Record<FetchInlineReason, number>;
+}
+
 export interface FetchStripStats {
   responsesRewritten: number;
   referencesSent: number;
   bytesReferenced: number;
+  /** Record bytes of marked responses sent inline, every reason included. */
   inlineBytes: number;
-  /** Batches sent inline, by why. */
+  /** The same bytes by reason. */
+  inlineBytesByReason: Record<FetchInlineReason, number>;
+  /** Batches sent inline, by why (for unknownTopic, requestedInline and notV2: partitions). */
   inline: {
     /** Transaction markers: the coordinator writes them, they never pass through Produce. */
     control: number;
     /** Sent by an idempotent producer, but the broker rewrote the bytes (LogAppendTime, recompression). */
     rewrittenByBroker: number;
     notInWal: number;
+    /**
+     * A produced batch had the same partition, CRC-32C, length and header but other records (a
+     * CRC collision): referencing it would give the follower the wrong bytes.
+     */
+    digestMismatch: number;
     notStoredInTime: number;
     requestedInline: number;
     unknownTopic: number;
+    /**
+     * Records that are not a run of magic v2 batches (magic 0/1 message sets from segments an
+     * upgraded cluster wrote, or bytes the walk cannot read): the partition goes as the broker sent it.
+     */
+    notV2: number;
+    /** The incomplete batch a broker leaves at the end of a response cut by size. */
+    partialBatch: number;
+    /** Still uploading while the store is degraded: sent at once instead of holding the response. */
+    storeDegraded: number;
   };
   holds: number;
   holdMsTotal: number;
   holdMsMax: number;
   /** Marked requests from a follower side that reads another reference format: answered stock. */
   unknownCapabilityVersions: number;
+  /** Marked responses the codec could not read: passed on as the broker sent them. */
+  responsesNotDecoded: number;
 }
 
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
@@ -65,8 +127,6 @@ export const FETCH_STRIP_CHANNELS = {
   /** A marked Fetch response carrying records was answered: FetchStripEvent. */
   strip: 'walproxy:fetch:strip',
 } as const;
-
-export type FetchInlineReason = keyof FetchStripStats['inline'];
 
 export interface FetchStripEvent {
   references: number;
@@ -82,6 +142,21 @@ export interface FetchStripEvent {
 }
 
 const channels = { strip: channel(FETCH_STRIP_CHANNELS.strip) };
+
+interface PlannedBatch {
+  bytes: Buffer;
+  header: Buffer;
+  /** Whether the WAL holds (or is uploading) exactly this batch. */
+  inWal: boolean;
+  /** Where, once stored; set when an upload the response waited for ends in time. */
+  location?: WalLocation;
+}
+
+/** A partition with at least one WAL batch: its batches in order, each referenced or inline. */
+interface Plan {
+  partition: FetchResponsePartition;
+  batches: PlannedBatch[];
+}
 
 interface MarkedRequest {
   /** `${topicId}:${partition}` the follower side asked to get inline. */
@@ -101,25 +176,9 @@ interface MarkedRequest {
  */
 export class FetchStripFilter implements FrameFilter {
   readonly apiKeys = new Set<number>([ApiKey.Fetch]);
-  readonly stats: FetchStripStats = {
-    responsesRewritten: 0,
-    referencesSent: 0,
-    bytesReferenced: 0,
-    inlineBytes: 0,
-    inline: {
-      control: 0,
-      rewrittenByBroker: 0,
-      notInWal: 0,
-      notStoredInTime: 0,
-      requestedInline: 0,
-      unknownTopic: 0,
-    },
-    holds: 0,
-    holdMsTotal: 0,
-    holdMsMax: 0,
-    unknownCapabilityVersions: 0,
-  };
+  readonly stats: FetchStripStats = newFetchStripStats();
   private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
+  private lastDigestWarningMs = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly deps: {
@@ -131,6 +190,8 @@ export class FetchStripFilter implements FrameFilter {
       policy?: TopicPolicy;
       /** The store this sidecar writes to (--wal-store-url): references name it for the follower. */
       storeUrl: string;
+      /** While the store is degraded no response waits for an upload. */
+      health?: StoreHealth;
       log: Logger;
     },
   ) {}
@@ -159,33 +220,77 @@ export class FetchStripFilter implements FrameFilter {
     if (!marked) return frame;
     this.marked.delete(info);
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-    const { headerLength } = decodeResponseHeader(
-      payload,
-      responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
-    );
-    const response = decodeFetchResponse(payload.subarray(headerLength), info.apiVersion);
+    let headerLength: number;
+    let response: FetchResponse;
+    try {
+      ({ headerLength } = decodeResponseHeader(
+        payload,
+        responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
+      ));
+      response = decodeFetchResponse(payload.subarray(headerLength), info.apiVersion);
+    } catch (error) {
+      // The broker's own bytes: whatever they are, the follower gets them as stock would.
+      this.stats.responsesNotDecoded++;
+      this.deps.log.warn(
+        { error: (error as Error).message },
+        'fetch response not decoded; passed on as sent',
+      );
+      return frame;
+    }
+    // A topic created a moment ago may not be named yet: wait (at most the hold) for one
+    // rate-limited refresh, so its first batches can be referenced and, being in the leader's
+    // log, confirmed for the WAL. Ids the broker does not name (no Describe ACL) never wait.
+    const unnamed = response.responses
+      .map((t) => t.topicId)
+      .filter(
+        (id): id is string =>
+          id !== undefined &&
+          this.deps.topicNames.nameOf(id) === undefined &&
+          !this.deps.topicNames.isUnknown(id),
+      );
+    if (unnamed.length > 0 && this.deps.maxHoldMs > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      return Promise.race([
+        Promise.all(unnamed.map((id) => this.deps.topicNames.resolve(id))),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, this.deps.maxHoldMs);
+        }),
+      ]).then(() => {
+        clearTimeout(timer);
+        return this.answer(info, frame, marked, headerLength, response);
+      });
+    }
+    return this.answer(info, frame, marked, headerLength, response);
+  }
+
+  private answer(
+    info: RequestInfo,
+    frame: Buffer,
+    marked: MarkedRequest,
+    headerLength: number,
+    response: FetchResponse,
+  ): Buffer | Promise<Buffer> {
     const tally: FetchStripEvent = {
       references: 0,
       bytesReferenced: 0,
-      inlineBytes: {
-        control: 0,
-        rewrittenByBroker: 0,
-        notInWal: 0,
-        notStoredInTime: 0,
-        requestedInline: 0,
-        unknownTopic: 0,
-      },
+      inlineBytes: zeroByReason(),
       heldBatches: 0,
       holdMs: 0,
       durationMs: performance.now(),
     };
+    const inline = (reason: FetchInlineReason, bytes: number) => {
+      this.stats.inline[reason]++;
+      this.stats.inlineBytes += bytes;
+      this.stats.inlineBytesByReason[reason] += bytes;
+      tally.inlineBytes[reason] += bytes;
+    };
 
-    // Which batches are in the WAL, and which of those are still uploading.
-    const plans: Array<{
-      partition: FetchResponsePartition;
-      batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
-    }> = [];
-    const uploading: IndexedBatch[] = [];
+    // Which batches are in the WAL, and which of those are still uploading. Every byte that stays
+    // inline is counted here, whether or not its partition has a WAL batch; the ones held for an
+    // upload are counted when the hold ends (rewrite).
+    const plans: Plan[] = [];
+    /** Settle when a batch still uploading is stored (or fails). */
+    const uploading: Promise<void>[] = [];
     let holdMs = 0;
     for (const topic of response.responses) {
       const topicId = topic.topicId;
@@ -194,41 +299,64 @@ export class FetchStripFilter implements FrameFilter {
         const records = partition.records;
         if (records === null || records.length === 0) continue;
         if (name === undefined) {
-          this.stats.inline.unknownTopic++;
-          tally.inlineBytes.unknownTopic += records.length;
+          inline('unknownTopic', records.length);
           continue;
         }
         if (topicId !== undefined && marked.inline.has(`${topicId}:${partition.partitionIndex}`)) {
-          this.stats.inline.requestedInline++;
-          tally.inlineBytes.requestedInline += records.length;
+          inline('requestedInline', records.length);
           continue;
         }
-        const batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }> = [];
+        const walked = walkBatches(records);
+        if (walked === undefined) {
+          inline('notV2', records.length);
+          continue;
+        }
+        const batches: PlannedBatch[] = [];
         let anyInWal = false;
-        for (const batch of recordBatches(records)) {
+        for (const batch of walked) {
           if (batch.partial) {
-            batches.push({ bytes: batch.bytes, header: batch.bytes });
+            inline('partialBatch', batch.bytes.length);
+            batches.push({ bytes: batch.bytes, header: batch.bytes, inWal: false });
             continue;
           }
-          const entry = this.deps.index.lookup(name, partition.partitionIndex, batch);
-          if (entry) {
+          const match = this.deps.index.lookup(name, partition.partitionIndex, batch);
+          const entry = match.found;
+          // The leader's log holds exactly this batch: the broker appended it, so the WAL may
+          // store it (a tentative batch of an acks=0 request, or one whose answer is still on
+          // its way, is confirmed here, before the broker's answer waits on this follower).
+          entry?.ticket?.confirm();
+          if (entry?.ticket && this.deps.health?.usable === false) {
+            const bytes = batch.bytes();
+            inline('storeDegraded', bytes.length);
+            batches.push({ bytes, header: batch.header(), inWal: false });
+            continue;
+          }
+          if (entry && (entry.location || entry.ticket)) {
             anyInWal = true;
-            if (!entry.location) {
-              uploading.push(entry);
+            const planned: PlannedBatch = { bytes: batch.bytes(), header: batch.header(), inWal: true };
+            if (entry.location) planned.location = entry.location;
+            else if (entry.ticket) {
+              uploading.push(
+                entry.ticket.durable.then((location) => {
+                  planned.location = location;
+                }),
+              );
               holdMs = Math.max(holdMs, this.deps.policy?.settingsFor(name).maxHoldMs ?? this.deps.maxHoldMs);
             }
-            batches.push({ bytes: batch.bytes(), header: batch.header(), entry });
-          } else {
-            const reason: FetchInlineReason = batch.isControl
-              ? 'control'
+            batches.push(planned);
+            continue;
+          }
+          const reason: FetchInlineReason = batch.isControl
+            ? 'control'
+            : match.found === undefined && match.digestMismatch
+              ? 'digestMismatch'
               : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
                 ? 'rewrittenByBroker'
                 : 'notInWal';
-            this.stats.inline[reason]++;
-            const bytes = batch.bytes();
-            tally.inlineBytes[reason] += bytes.length;
-            batches.push({ bytes, header: batch.header() });
-          }
+          if (reason === 'digestMismatch') this.warnDigestMismatch(name, partition.partitionIndex, batch);
+          const bytes = batch.bytes();
+          inline(reason, bytes.length);
+          batches.push({ bytes, header: batch.header(), inWal: false });
         }
         if (anyInWal) plans.push({ partition, batches });
       }
@@ -247,31 +375,32 @@ export class FetchStripFilter implements FrameFilter {
     return this.holdFor(uploading, holdMs, tally).then(rewrite);
   }
 
+  /** At most one warning a minute: a producer forging collisions must not flood the log. */
+  private warnDigestMismatch(topic: string, partition: number, batch: RecordBatch): void {
+    const now = Date.now();
+    if (now - this.lastDigestWarningMs < DIGEST_WARNING_INTERVAL_MS) return;
+    this.lastDigestWarningMs = now;
+    this.deps.log.warn(
+      { topic, partition, baseOffset: String(batch.baseOffset), crc: batch.crc, size: batch.size },
+      'a produced batch has the CRC-32C, length and header of this log batch but other records: sent inline',
+    );
+  }
+
   /** Publishes the response's tally (durationMs holds its start until now). */
   private report(tally: FetchStripEvent): void {
     if (!channels.strip.hasSubscribers) return;
-    const inline = tally.inlineBytes;
-    if (
-      tally.references +
-        inline.control +
-        inline.rewrittenByBroker +
-        inline.notInWal +
-        inline.notStoredInTime +
-        inline.requestedInline +
-        inline.unknownTopic ===
-      0
-    )
-      return;
+    const inlineBytes = Object.values(tally.inlineBytes).reduce((a, b) => a + b, 0);
+    if (tally.references + inlineBytes === 0) return;
     tally.durationMs = performance.now() - tally.durationMs;
     channels.strip.publish(tally);
   }
 
   /** Waits until the uploading batches are stored or `holdMs` (the longest hold of their topics) has passed. */
-  private async holdFor(uploading: IndexedBatch[], holdMs: number, tally: FetchStripEvent): Promise<void> {
+  private async holdFor(uploading: Promise<void>[], holdMs: number, tally: FetchStripEvent): Promise<void> {
     const started = Date.now();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled(uploading.map((e) => e.ticket.durable)),
+      Promise.allSettled(uploading),
       new Promise((resolve) => {
         timer = setTimeout(resolve, holdMs);
       }),
@@ -288,11 +417,8 @@ export class FetchStripFilter implements FrameFilter {
     frame: Buffer,
     version: number,
     headerLength: number,
-    response: ReturnType<typeof decodeFetchResponse>,
-    plans: Array<{
-      partition: FetchResponsePartition;
-      batches: Array<{ bytes: Buffer; header: Buffer; entry?: IndexedBatch }>;
-    }>,
+    response: FetchResponse,
+    plans: Plan[],
     tally: FetchStripEvent,
   ): Buffer {
     let referenced = 0;
@@ -300,7 +426,7 @@ export class FetchStripFilter implements FrameFilter {
       const segments: PartitionSegment[] = [];
       const inline: Buffer[] = [];
       for (const b of batches) {
-        const location = b.entry?.location;
+        const location = b.location;
         if (location) {
           // The follower side rebuilds the stored header from the object's copy plus the two
           // fields the broker assigned (wal-references.ts, version 2).
@@ -320,15 +446,17 @@ export class FetchStripFilter implements FrameFilter {
           tally.bytesReferenced += b.bytes.length;
           continue;
         }
-        if (b.entry) {
+        if (b.inWal) {
+          // Counted here: the other inline batches were counted when the response was planned.
           this.stats.inline.notStoredInTime++;
+          this.stats.inlineBytes += b.bytes.length;
+          this.stats.inlineBytesByReason.notStoredInTime += b.bytes.length;
           tally.inlineBytes.notStoredInTime += b.bytes.length;
         }
         const last = segments.at(-1);
         if (last?.kind === 'inline') last.length += b.bytes.length;
         else segments.push({ kind: 'inline', length: b.bytes.length });
         inline.push(b.bytes);
-        this.stats.inlineBytes += b.bytes.length;
       }
       partition.records = Buffer.concat(inline);
       const tags = (partition.taggedFields ?? []).filter((t) => t.tag !== PARTITION_SEGMENTS_TAG);
@@ -363,4 +491,17 @@ function frameOf(header: Buffer, body: Buffer): Buffer {
   header.copy(out, FRAME_SIZE_PREFIX_BYTES);
   body.copy(out, FRAME_SIZE_PREFIX_BYTES + header.length);
   return out;
+}
+
+/**
+ * The batches of a partition's records, or undefined when they are not a run of magic v2 batches
+ * (an old message set, bytes the walk cannot read): such records go on exactly as the broker sent
+ * them.
+ */
+function walkBatches(records: Buffer): Array<RecordBatch | PartialBatch> | undefined {
+  try {
+    return [...recordBatches(records)];
+  } catch {
+    return undefined;
+  }
 }

@@ -11,6 +11,7 @@ import {
   type ProduceResponse,
   type ProduceTopicData,
   peekProduceAcks,
+  type RecordBatch,
   recordBatches,
   responseHeaderVersion,
 } from '@walproxy/shared';
@@ -19,6 +20,7 @@ import type { TopicNames } from '../metadata/topic-names.js';
 import type { WalMetadataPublisher } from '../metadata/wal-metadata-publisher.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
@@ -87,14 +89,25 @@ export interface ProduceWalStats {
   requestsCopied: number;
   batchesCopied: number;
   bytesCopied: number;
-  /** Partitions answered REQUEST_TIMED_OUT because their batch could not be stored. */
+  /** Durable-ack partitions whose batch could not be stored (whatever the broker answered). */
   durableAckFailures: number;
+  /**
+   * Of those, partitions the broker had answered success (it appended the batch, and followers
+   * replicated it) and walproxy turned into REQUEST_TIMED_OUT: a non-idempotent producer's retry
+   * appends them again. The price of durable ack in an outage (docs/configuration.md).
+   */
+  durableAckFailuresAfterAppend: number;
+  /** Batches of topics without durable ack not copied because the store was degraded: they replicate inline. */
+  batchesNotCopiedStoreDegraded: number;
+  bytesNotCopiedStoreDegraded: number;
   /** Topics sent by id that the local broker's metadata did not know even after a refresh (not copied). */
   unknownTopicIds: number;
   /** Produce versions outside 3–13, forwarded without copying. */
   unsupportedVersions: number;
   /** Batches the WAL writer refused to take (not a magic v2 batch). */
   batchesNotCopied: number;
+  /** Partitions of WAL topics not copied because a batch of theirs could not be read as magic v2. */
+  partitionsNotCopied: number;
   /** Batches indexed where they were stored already (zone-local produce), not uploaded again. */
   batchesStoredElsewhere: number;
 }
@@ -118,9 +131,13 @@ export class ProduceWalFilter implements FrameFilter {
     batchesCopied: 0,
     bytesCopied: 0,
     durableAckFailures: 0,
+    durableAckFailuresAfterAppend: 0,
+    batchesNotCopiedStoreDegraded: 0,
+    bytesNotCopiedStoreDegraded: 0,
     unknownTopicIds: 0,
     unsupportedVersions: 0,
     batchesNotCopied: 0,
+    partitionsNotCopied: 0,
     batchesStoredElsewhere: 0,
   };
   private readonly pending = new WeakMap<RequestInfo, PendingCopies>();
@@ -133,6 +150,8 @@ export class ProduceWalFilter implements FrameFilter {
       policy: TopicPolicy;
       topicNames: TopicNames;
       publisher: WalMetadataPublisher | undefined;
+      /** While the store is degraded, topics without durable ack are not copied. */
+      health?: StoreHealth;
       /**
        * Where a partition's batch of this request is stored already, if it is: a zone-local
        * produce filled from the producer's zone bucket (zone/produce-fill.ts). Such a batch is
@@ -162,6 +181,10 @@ export class ProduceWalFilter implements FrameFilter {
         const batches = this.copyTopic(info, topicData, topic);
         if (batches.length > 0) topics++;
         copied.batches.push(...batches);
+      } else if (topicData.topicId !== undefined && this.deps.topicNames.isUnknown(topicData.topicId)) {
+        // The local broker does not name this id (no Describe ACL, or not propagated yet): nothing
+        // to copy, nothing to wait for; followers get it inline.
+        this.stats.unknownTopicIds++;
       } else if (topicData.topicId !== undefined) {
         // Produce v13 names topics by id, and this id is new to us (a topic created a moment
         // ago): copy once the local broker has told us its name. The request goes upstream
@@ -200,19 +223,41 @@ export class ProduceWalFilter implements FrameFilter {
   private copyTopic(info: RequestInfo, topicData: ProduceTopicData, topic: string): PendingBatch[] {
     const settings = this.deps.policy.settingsFor(topic);
     if (!settings.wal) return [];
+    // A degraded store would make these batches wait for nothing: without durable ack the
+    // producer does not wait, and followers get them inline, as stock.
+    const skip = !settings.durableAck && this.deps.health !== undefined && !this.deps.health.usable;
     const batches: PendingBatch[] = [];
     for (const partitionData of topicData.partitionData) {
       if (partitionData.records === null) continue;
-      for (const batch of recordBatches(partitionData.records)) {
-        // A partial batch is invalid in a Produce request; the broker rejects it.
-        if (batch.partial) continue;
+      const readable = readableBatches(partitionData.records);
+      if (readable === undefined) {
+        // A batch the WAL cannot read (magic 0/1, a Length below the v2 header, a batch cut
+        // short): the broker judges the partition and answers as stock does (CORRUPT_MESSAGE,
+        // INVALID_RECORD); nothing of it is copied, and the rest of the request is.
+        this.stats.partitionsNotCopied++;
+        continue;
+      }
+      for (const batch of readable) {
         const bytes = batch.bytes();
+        // Stored already (in the producer's zone bucket): nothing to upload, nothing to confirm,
+        // whatever our own store's health.
         const stored = this.deps.storedElsewhere?.(info, topicData.topicId ?? topic, partitionData.index);
-        let ticket: WalAppendTicket | undefined = stored && { durable: Promise.resolve(stored) };
+        if (skip && stored === undefined) {
+          this.stats.batchesNotCopiedStoreDegraded++;
+          this.stats.bytesNotCopiedStoreDegraded += bytes.length;
+          continue;
+        }
+        let ticket: WalAppendTicket | undefined = stored && {
+          durable: Promise.resolve(stored),
+          confirm: () => undefined,
+          reject: () => undefined,
+        };
         try {
           ticket ??= this.deps.writer.append(
             { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
-            { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes },
+            // Tentative until the broker's answer (or a follower's fetch) shows it appended the
+            // batch: a Produce the broker refuses never lands in the bucket.
+            { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes, tentative: true },
           );
         } catch (error) {
           // Not a batch the WAL can hold (e.g. an old magic): the broker judges it, and
@@ -254,22 +299,27 @@ export class ProduceWalFilter implements FrameFilter {
   }
 
   private release(info: RequestInfo, frame: Buffer, batches: PendingBatch[]): Buffer | Promise<Buffer> {
+    if (batches.length === 0) return frame;
+    const response = this.decodeResponse(info, frame);
+    // The broker's answer decides what the WAL keeps: an appended partition's batches may be
+    // stored now, a refused one's (ACL, quota, invalid records, unknown partition) never are.
+    for (const batch of batches) {
+      if (answerFor(batch, response.body)?.errorCode === 0) batch.ticket.confirm();
+      else batch.ticket.reject();
+    }
     const mustWait = batches.filter((b) => b.durableAck);
     if (mustWait.length === 0) {
-      if (batches.length > 0) {
-        const response = this.decodeResponse(info, frame);
-        for (const batch of batches) {
-          batch.ticket.durable.then(
-            (location) => this.publish(batch, location, response.body),
-            () => undefined,
-          );
-        }
+      for (const batch of batches) {
+        batch.ticket.durable.then(
+          (location) => this.publish(batch, location, response.body),
+          () => undefined,
+        );
       }
       return frame;
     }
     const started = performance.now();
     return Promise.allSettled(mustWait.map((b) => b.ticket.durable)).then(() =>
-      this.releaseDurable(info, frame, batches, started),
+      this.releaseDurable(info, frame, batches, started, response),
     );
   }
 
@@ -291,8 +341,8 @@ export class ProduceWalFilter implements FrameFilter {
     frame: Buffer,
     batches: PendingBatch[],
     started: number,
+    response: { headerBytes: Buffer; body: ProduceResponse },
   ): Promise<Buffer> {
-    const response = this.decodeResponse(info, frame);
     const failed = new Set<string>();
     const objectKeys = channels.durableAck.hasSubscribers ? new Set<string>() : undefined;
     for (const batch of batches) {
@@ -303,8 +353,11 @@ export class ProduceWalFilter implements FrameFilter {
       if ('location' in outcome) {
         this.publish(batch, outcome.location, response.body);
         objectKeys?.add(outcome.location.objectKey);
-      } else if (batch.durableAck) failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
+      } else if (batch.durableAck && answerFor(batch, response.body)?.errorCode === 0) {
+        failed.add(`${batch.responseTopicKey}\u0000${batch.partition}`);
+      }
     }
+    this.stats.durableAckFailures += failed.size;
     const report = (outcome: ProduceDurableAckEvent['outcome'], failedPartitions: number) =>
       objectKeys &&
       channels.durableAck.publish({
@@ -333,11 +386,12 @@ export class ProduceWalFilter implements FrameFilter {
         rewritten++;
       }
     }
-    this.stats.durableAckFailures += rewritten;
+    this.stats.durableAckFailuresAfterAppend += rewritten;
     report('failed', rewritten);
+    if (rewritten === 0) return frame;
     this.deps.log.warn(
       { partitions: rewritten },
-      'WAL upload failed; answering REQUEST_TIMED_OUT so the producer retries',
+      'WAL upload failed; answering REQUEST_TIMED_OUT for batches the broker appended (durable ack): a non-idempotent retry duplicates them',
     );
     const body = encodeProduceResponse(response.body, info.apiVersion);
     const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + response.headerBytes.length + body.length);
@@ -350,8 +404,7 @@ export class ProduceWalFilter implements FrameFilter {
   private publish(batch: PendingBatch, location: WalLocation, response: ProduceResponse): void {
     const publisher = this.deps.publisher;
     if (!publisher) return;
-    const topic = response.responses.find((t) => (t.topicId ?? t.name) === batch.responseTopicKey);
-    const partition = topic?.partitionResponses.find((p) => p.index === batch.partition);
+    const partition = answerFor(batch, response);
     // Only batches the leader appended have offsets; a rejected batch stays in its object,
     // unindexed, until the object expires.
     if (partition?.errorCode !== 0 || partition.baseOffset < 0n) return;
@@ -371,4 +424,27 @@ export class ProduceWalFilter implements FrameFilter {
       uploadedAtMs: location.uploadedAtMs,
     });
   }
+}
+
+/**
+ * Every batch of a partition's records, or undefined when one of them is not a complete magic v2
+ * batch: the partition is then the broker's alone to judge.
+ */
+function readableBatches(records: Buffer): RecordBatch[] | undefined {
+  const batches: RecordBatch[] = [];
+  try {
+    for (const batch of recordBatches(records)) {
+      if (batch.partial) return undefined;
+      batches.push(batch);
+    }
+  } catch {
+    return undefined;
+  }
+  return batches;
+}
+
+/** The broker's answer for the batch's partition. */
+function answerFor(batch: PendingBatch, response: ProduceResponse) {
+  const topic = response.responses.find((t) => (t.topicId ?? t.name) === batch.responseTopicKey);
+  return topic?.partitionResponses.find((p) => p.index === batch.partition);
 }

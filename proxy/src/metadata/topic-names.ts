@@ -6,10 +6,18 @@ import type { SaslCredentials } from './sasl-client.js';
 
 export interface TopicNamesOptions {
   refreshIntervalMs?: number;
-  /** An unknown id triggers a refresh at most this often. */
+  /** Refreshes for ids not known run at most this often, one at a time (machine-wide: one map per sidecar). */
   minRefreshGapMs?: number;
+  /**
+   * An id a refresh did not name (no Describe ACL on it, or not propagated yet) is taken as
+   * unknown this long: no refresh, no held response for it in the meantime.
+   */
+  unknownTtlMs?: number;
   /** Credentials when the broker's listener is SASL_PLAINTEXT (--metadata-sasl-*). */
   sasl?: SaslCredentials;
+  /** How the id → name map is read; the local broker's Metadata by default (tests replace it). */
+  fetchNames?: () => Promise<Map<string, string>>;
+  now?: () => number;
 }
 
 /** Metadata v12: topic ids in the response (v10+), flexible, and known to every 3.x/4.x broker. */
@@ -17,17 +25,28 @@ const METADATA_VERSION = 12;
 
 /**
  * Topic id → name, from the local broker. Produce v13 (KIP-516) names topics by id only, while
- * operators select WAL topics by name. Refreshed periodically, and at once (rate-limited) when
- * an unknown id shows up, e.g. a topic created a moment ago.
+ * operators select WAL topics by name. Refreshed periodically, and (rate-limited: one at a time,
+ * at most one a second) when an unknown id shows up, e.g. a topic created a moment ago. An id a
+ * refresh that started after it was first seen did not name is remembered as unknown for
+ * `unknownTtlMs`: a sidecar granted Describe only on WAL topics (docs/security.md) sees ids of
+ * every other topic in Produce v13, and must not pay a Metadata request for each of them.
  */
 export class TopicNames {
   private names = new Map<string, string>();
+  /** Ids a refresh did not name, with when that refresh started. */
+  private readonly unknown = new Map<string, number>();
+  /** Ids asked for and not known, with how many refreshes had started when first asked for. */
+  private readonly asked = new Map<string, number>();
   private timer?: NodeJS.Timeout;
   private refreshing?: Promise<void>;
-  private lastRefreshMs = 0;
+  private lastRefreshMs = Number.NEGATIVE_INFINITY;
+  /** Refreshes started, the periodic ones included. */
+  refreshes = 0;
 
   private readonly refreshIntervalMs: number;
   private readonly minRefreshGapMs: number;
+  private readonly unknownTtlMs: number;
+  private readonly now: () => number;
 
   constructor(
     private readonly broker: HostPort,
@@ -36,6 +55,8 @@ export class TopicNames {
   ) {
     this.refreshIntervalMs = options.refreshIntervalMs ?? 30_000;
     this.minRefreshGapMs = options.minRefreshGapMs ?? 1_000;
+    this.unknownTtlMs = options.unknownTtlMs ?? 30_000;
+    this.now = options.now ?? Date.now;
   }
 
   async start(): Promise<void> {
@@ -50,24 +71,56 @@ export class TopicNames {
     clearInterval(this.timer);
   }
 
-  /** The name of a topic id (hex), or undefined while unknown (a refresh is then under way). */
+  /**
+   * The name of a topic id (hex), or undefined while unknown; a rate-limited refresh then starts
+   * unless the id is known to be unknown.
+   */
   nameOf(topicId: string): string | undefined {
     const name = this.names.get(topicId);
-    if (name === undefined && Date.now() - this.lastRefreshMs >= this.minRefreshGapMs) {
+    if (name !== undefined || this.isUnknown(topicId)) return name;
+    this.noteAsked(topicId);
+    if (this.refreshing === undefined && this.now() - this.lastRefreshMs >= this.minRefreshGapMs) {
       void this.refresh().catch(() => undefined);
     }
-    return name;
+    return undefined;
   }
 
-  /** The name of a topic id, asking the broker again if it is not known yet. */
+  /** Whether a recent refresh, started after the id was first asked for, did not name it. */
+  isUnknown(topicId: string): boolean {
+    const since = this.unknown.get(topicId);
+    if (since === undefined) return false;
+    if (this.now() - since < this.unknownTtlMs) return true;
+    this.unknown.delete(topicId);
+    return false;
+  }
+
+  /**
+   * The name of a topic id, asking the broker if it is not known yet: waits for a refresh that
+   * started after this call (rate-limited, so at most about `minRefreshGapMs` plus one Metadata
+   * round trip). Undefined at once for an id known to be unknown.
+   */
   async resolve(topicId: string): Promise<string | undefined> {
     const known = this.names.get(topicId);
-    if (known !== undefined) return known;
-    // A refresh already under way may have started before the topic existed: one more if so.
-    for (let attempt = 0; attempt < 2 && !this.names.has(topicId); attempt++) {
+    if (known !== undefined || this.isUnknown(topicId)) return known;
+    this.noteAsked(topicId);
+    const askedAt = this.asked.get(topicId)!;
+    // A refresh under way may have started before the topic existed: wait for one that did not.
+    while (!this.names.has(topicId) && !this.isUnknown(topicId)) {
+      if (this.refreshing !== undefined) {
+        const number = this.refreshes;
+        await this.refreshing.catch(() => undefined);
+        if (number > askedAt) break;
+        continue;
+      }
+      const wait = this.lastRefreshMs + this.minRefreshGapMs - this.now();
+      if (wait > 0) {
+        await new Promise((r) => setTimeout(r, wait));
+        continue;
+      }
       await this.refresh().catch((error: Error) =>
         this.log.warn({ error: error.message }, 'topic id lookup failed'),
       );
+      break;
     }
     return this.names.get(topicId);
   }
@@ -79,24 +132,47 @@ export class TopicNames {
 
   refresh(): Promise<void> {
     if (this.refreshing) return this.refreshing;
-    this.lastRefreshMs = Date.now();
+    const startedAt = this.now();
+    this.lastRefreshMs = startedAt;
+    const number = ++this.refreshes;
     this.refreshing = (async () => {
       try {
-        const body = await brokerRequest(
-          this.broker,
-          ApiKey.Metadata,
-          METADATA_VERSION,
-          encodeMetadataRequest(
-            { topics: null, allowAutoTopicCreation: false, includeTopicAuthorizedOperations: false },
-            METADATA_VERSION,
-          ),
-          this.options.sasl ? { sasl: this.options.sasl } : {},
-        );
-        this.names = topicNamesById(decodeMetadataResponse(body, METADATA_VERSION));
+        this.names = await (this.options.fetchNames ?? (() => this.fetchNames()))();
+        // Ids first asked for before this refresh started and still not named: unknown for a while.
+        for (const [id, askedAt] of this.asked) {
+          if (this.names.has(id)) this.asked.delete(id);
+          else if (askedAt < number) {
+            this.asked.delete(id);
+            this.unknown.set(id, startedAt);
+          }
+        }
+        for (const id of this.unknown.keys()) if (this.names.has(id)) this.unknown.delete(id);
       } finally {
         this.refreshing = undefined;
       }
     })();
     return this.refreshing;
+  }
+
+  private noteAsked(topicId: string): void {
+    if (this.asked.has(topicId)) return;
+    // Bounded: a client naming random ids must not grow it without end.
+    if (this.asked.size >= 10_000) this.asked.clear();
+    this.asked.set(topicId, this.refreshes);
+    if (this.unknown.size >= 10_000) this.unknown.clear();
+  }
+
+  private async fetchNames(): Promise<Map<string, string>> {
+    const body = await brokerRequest(
+      this.broker,
+      ApiKey.Metadata,
+      METADATA_VERSION,
+      encodeMetadataRequest(
+        { topics: null, allowAutoTopicCreation: false, includeTopicAuthorizedOperations: false },
+        METADATA_VERSION,
+      ),
+      this.options.sasl ? { sasl: this.options.sasl } : {},
+    );
+    return topicNamesById(decodeMetadataResponse(body, METADATA_VERSION));
   }
 }

@@ -221,13 +221,27 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     '{batch}',
     'Leader side: batches of marked follower fetches sent inline, by reason',
     (r) => {
-      const inline = wal.fetchStrip().inline;
-      r.observe(inline.control, { reason: 'control' });
-      r.observe(inline.rewrittenByBroker, { reason: 'rewritten_by_broker' });
-      r.observe(inline.notInWal, { reason: 'not_in_wal' });
-      r.observe(inline.notStoredInTime, { reason: 'not_stored_in_time' });
-      r.observe(inline.requestedInline, { reason: 'requested_inline' });
-      r.observe(inline.unknownTopic, { reason: 'unknown_topic' });
+      // Every reason the strip counts, named in snake case (notInWal: not_in_wal).
+      for (const [reason, batches] of Object.entries(wal.fetchStrip().inline)) {
+        r.observe(batches, { reason: snakeCase(reason) });
+      }
+    },
+  );
+  counter(
+    'walproxy.fetch.inline.bytes',
+    'By',
+    'Record bytes of follower fetches that went inline, by side and reason: side=leader for what the leader side sent inline in marked responses, side=follower for what reached the follower side inline',
+    (r) => {
+      for (const [reason, bytes] of Object.entries(wal.fetchStrip().inlineBytesByReason)) {
+        r.observe(bytes, { side: 'leader', reason: snakeCase(reason) });
+      }
+      const inline = wal.fetchFill().inline;
+      r.observe(inline.unreferenced, { side: 'follower', reason: 'unreferenced' });
+      r.observe(inline.inlineSegments, { side: 'follower', reason: 'inline_segments' });
+      r.observe(inline.requestedInline, { side: 'follower', reason: 'requested_inline' });
+      r.observe(inline.backoff, { side: 'follower', reason: 'backoff' });
+      r.observe(inline.unmarkedByName, { side: 'follower', reason: 'unmarked_by_name' });
+      r.observe(inline.otherVersion, { side: 'follower', reason: 'other_version' });
     },
   );
   counter(
@@ -243,10 +257,24 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     (r) => {
       const f = wal.fetchFill().fallbacks;
       r.observe(f.getFailed, { reason: 'get_failed' });
+      r.observe(f.deadline, { reason: 'deadline' });
+      r.observe(f.backoff, { reason: 'backoff' });
       r.observe(f.crcMismatch, { reason: 'crc_mismatch' });
       r.observe(f.lengthMismatch, { reason: 'length_mismatch' });
       r.observe(f.malformed, { reason: 'malformed' });
     },
+  );
+  counter(
+    'walproxy.fetch.deadline_misses',
+    '{response}',
+    'Follower side: fetch responses released at the fill deadline with store reads unanswered',
+    (r) => r.observe(wal.fetchFill().deadlineMisses),
+  );
+  counter(
+    'walproxy.fetch.store_backoffs',
+    '{backoff}',
+    "Follower side: times a store's reads failed or were late and its leaders' fetches went inline",
+    (r) => r.observe(wal.fetchFill().backoffs),
   );
   gauge(
     'walproxy.fetch.pending_inline',
@@ -267,14 +295,20 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   counter(
     'walproxy.produce.durable_ack.failures',
     '{partition}',
-    'Partitions answered REQUEST_TIMED_OUT because their batch was not stored',
-    (r) => r.observe(wal.produce().durableAckFailures),
+    'Durable-ack partitions whose batch was not stored; after_append: the broker had appended it and walproxy answered REQUEST_TIMED_OUT',
+    (r) => {
+      const p = wal.produce();
+      r.observe(p.durableAckFailures - p.durableAckFailuresAfterAppend, { after_append: 'false' });
+      r.observe(p.durableAckFailuresAfterAppend, { after_append: 'true' });
+    },
   );
   counter('walproxy.produce.not_copied', '{item}', 'Produce data not copied to the WAL, by reason', (r) => {
     const p = wal.produce();
     r.observe(p.unknownTopicIds, { reason: 'unknown_topic_id' });
     r.observe(p.unsupportedVersions, { reason: 'unsupported_version' });
     r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
+    r.observe(p.partitionsNotCopied, { reason: 'unreadable_partition' });
+    r.observe(p.batchesNotCopiedStoreDegraded, { reason: 'store_degraded' });
   });
 
   counter('walproxy.wal.objects.uploaded', '{object}', 'WAL objects stored', (r) =>
@@ -307,6 +341,22 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   gauge('walproxy.wal.pending.bytes', 'By', 'Batch bytes copied and not yet stored or failed', (r) =>
     r.observe(wal.writer().pendingBytes),
   );
+  counter(
+    'walproxy.wal.batches.dropped',
+    '{batch}',
+    'Tentative batches never stored: refused by the broker, or not confirmed in time',
+    (r) => {
+      const w = wal.writer();
+      r.observe(w.batchesRejected, { reason: 'not_appended' });
+      r.observe(w.batchesUnconfirmed, { reason: 'unconfirmed' });
+    },
+  );
+  gauge(
+    'walproxy.wal.tentative.batches',
+    '{batch}',
+    'Batches waiting for the broker to confirm the append',
+    (r) => r.observe(wal.writer().tentativeBatches),
+  );
   gauge('walproxy.wal.uploads.in_flight', '{upload}', 'Store calls running', (r) =>
     r.observe(wal.writer().uploadsInFlight),
   );
@@ -314,10 +364,23 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(wal.writer().queuedObjects),
   );
 
-  counter('walproxy.wal.reader.gets', '{request}', 'Follower side: ranged GETs sent to the store', (r) =>
-    r.observe(wal.reader().gets),
+  counter(
+    'walproxy.wal.reader.gets',
+    '{request}',
+    'Follower side: GETs sent to the store, by kind (whole object, ranged)',
+    (r) => {
+      const s = wal.reader();
+      r.observe(s.wholeObjectGets, { kind: 'whole' });
+      r.observe(s.gets - s.wholeObjectGets, { kind: 'ranged' });
+    },
   );
-  counter('walproxy.wal.reader.bytes', 'By', 'Follower side: bytes the ranged GETs returned', (r) =>
+  counter(
+    'walproxy.wal.reader.objects',
+    '{object}',
+    'Follower side: distinct objects read (GETs over this: GETs per object)',
+    (r) => r.observe(wal.reader().objectsRead),
+  );
+  counter('walproxy.wal.reader.bytes', 'By', 'Follower side: bytes the GETs returned', (r) =>
     r.observe(wal.reader().bytesFetched),
   );
   counter(
@@ -359,4 +422,8 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   gauge('walproxy.wal.metadata.queued', '{record}', 'WAL metadata pieces waiting to be sent', (r) =>
     r.observe(wal.metadata().queued),
   );
+}
+
+function snakeCase(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }

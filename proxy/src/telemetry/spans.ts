@@ -164,12 +164,12 @@ export class SpanMapper {
     const span = this.#start('walproxy.fetch.strip', start, {
       'walproxy.fetch.references': e.references,
       'walproxy.fetch.bytes_referenced': e.bytesReferenced,
-      'walproxy.fetch.inline_bytes.control': e.inlineBytes.control,
-      'walproxy.fetch.inline_bytes.rewritten_by_broker': e.inlineBytes.rewrittenByBroker,
-      'walproxy.fetch.inline_bytes.not_in_wal': e.inlineBytes.notInWal,
-      'walproxy.fetch.inline_bytes.not_stored_in_time': e.inlineBytes.notStoredInTime,
-      'walproxy.fetch.inline_bytes.requested_inline': e.inlineBytes.requestedInline,
-      'walproxy.fetch.inline_bytes.unknown_topic': e.inlineBytes.unknownTopic,
+      ...Object.fromEntries(
+        Object.entries(e.inlineBytes).map(([reason, bytes]) => [
+          `walproxy.fetch.inline_bytes.${reason.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`,
+          bytes,
+        ]),
+      ),
       'walproxy.fetch.held_batches': e.heldBatches,
     });
     if (e.heldBatches > 0) {

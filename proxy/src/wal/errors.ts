@@ -9,8 +9,13 @@ const KINDS = [
   'UPLOAD_FAILED',
   // Refused at append: the writer already holds maxPendingBytes of batches that are not yet stored.
   'OVERLOADED',
-  // Refused at append: close() was called.
+  // Refused at append: close() was called (also: a tentative batch still waiting at close).
   'CLOSED',
+  // A tentative batch the broker refused (its partition's Produce answer was an error): never stored.
+  'NOT_APPENDED',
+  // A tentative batch neither confirmed nor refused within confirmTimeoutMs (acks=0 to a topic no
+  // follower fetches through the WAL, a connection the broker closed): never stored.
+  'UNCONFIRMED',
 ] as const;
 
 export type WalWriteErrorKind = (typeof KINDS)[number];

@@ -13,7 +13,8 @@ export function normalizeStoreUrl(url: string): string {
  * Express One Zone buckets are zonal), so a follower reads from its own store or, when the
  * leader sits in another zone, from a store allowed by --wal-read-store-url (opened on first use,
  * with this sidecar's store options and credentials). Anything else is refused: the partition
- * then falls back to inline bytes.
+ * then falls back to inline bytes. Every peer reader counts into the own reader's stats, so those
+ * are the follower side's reads of all stores.
  */
 export class PeerStoreReaders {
   private readonly readers = new Map<string, WalRangeReader>();
@@ -22,7 +23,7 @@ export class PeerStoreReaders {
 
   constructor(
     ownStoreUrl: string,
-    ownReader: WalRangeReader,
+    private readonly ownReader: WalRangeReader,
     readStoreUrls: readonly string[],
     private readonly storeOptions: ObjectStoreOptions,
     private readonly log: Logger,
@@ -37,14 +38,19 @@ export class PeerStoreReaders {
     if (known) return known;
     if (!this.allowed.some((pattern) => pattern.test(key))) return undefined;
     const store = openObjectStore(key, this.storeOptions);
-    const reader = new WalRangeReader({ store });
+    const reader = new WalRangeReader({ store, stats: this.ownReader.stats });
     this.stores.push(store);
     this.readers.set(key, reader);
     this.log.info({ store: key }, 'reading WAL references from a peer store');
     return reader;
   }
 
+  /**
+   * Stops every reader, the own one included, so reads waiting on a GET give up at once (a
+   * stopping sidecar must not wait for a slow store), then closes the peer stores it opened.
+   */
   async close(): Promise<void> {
+    for (const reader of this.readers.values()) reader.close();
     await Promise.all(this.stores.map((s) => s.close().catch(() => undefined)));
   }
 }

@@ -1,38 +1,74 @@
-// Reads byte ranges of WAL objects for the follower side (ARCHITECTURE.md, Replication 3.1). A
-// follower of a leader needs most of each of that leader's objects — the batches of every partition
-// it follows — so one ranged GET per object and call, spanning every range asked, costs fewer
-// requests (the store bills per GET) than one GET per batch, and the span it fetched is kept in a
-// byte-bounded LRU cache: the next Fetch of another fetcher thread, or the next partition's turn,
-// usually lands in an object already read.
+// Reads byte ranges of WAL objects for the follower side (ARCHITECTURE.md, Replication 3.1). One
+// leader's object holds batches of every partition it leads, and its followers fetch them all
+// (with RF=3 on 3 brokers, every follower fetches every partition), usually over more than one
+// Fetch: batches reach a follower as they are appended, and an object seals only after its linger.
+// So on a miss the reader GETs the whole object — one GET without a Range, which needs no object
+// size — and keeps it in a byte-bounded LRU cache: the next Fetch of the same object, from this
+// fetcher or another, is a hit, and the store bills one GET per object instead of one per span
+// asked. An object the references show to be larger than the whole-object bound is read in ranges
+// instead: only the bytes no cached span holds, merged with the spans next to them.
 import { ObjectStoreError } from '../store/errors.js';
 import type { ByteRange, ObjectStore } from '../store/object-store.js';
 
 export interface WalRangeReaderOptions {
   store: ObjectStore;
-  /** Bytes of fetched spans kept for later reads; 0 keeps none. Default 64 MiB. */
+  /** Bytes of fetched objects and spans kept for later reads; 0 keeps none. Default 64 MiB. */
   maxCacheBytes?: number;
   /** Store GETs running at once; later ones wait in call order. Default 8. */
   maxConcurrentGets?: number;
+  /**
+   * A miss whose ranges all end within this many bytes of the object's start reads the whole
+   * object; a range ending past it proves the object is at least that big, and it is read in
+   * ranges. Capped by maxCacheBytes (an object the cache cannot keep is not worth reading whole).
+   * Default 8 MiB: WAL objects are 100-500 KB at the writer's default target.
+   */
+  wholeObjectMaxBytes?: number;
+  /** Counters to add to, e.g. one set shared by the readers of every store (PeerStoreReaders). */
+  stats?: WalRangeReaderStats;
 }
 
 export const WAL_RANGE_READER_DEFAULTS = {
   maxCacheBytes: 64 * 1024 * 1024,
   maxConcurrentGets: 8,
+  wholeObjectMaxBytes: 8 * 1024 * 1024,
 } as const;
+
+/** How many object keys the reader remembers having read, to count objects read (not re-reads). */
+const SEEN_KEYS = 65_536;
 
 export interface WalRangeReaderStats {
   /** GETs sent to the store. */
   gets: number;
+  /** Those of them without a Range: the whole object. */
+  wholeObjectGets: number;
+  /**
+   * Objects that needed at least one GET, each counted once (among the last 65,536 read), so
+   * gets / objectsRead is the GETs per object per follower.
+   */
+  objectsRead: number;
   /** Bytes those GETs returned. */
   bytesFetched: number;
-  /** Reads served from a cached span. */
+  /** Reads served from the cache. */
   cacheHits: number;
   /** Reads that needed a GET: one of their own, or one already in flight (see sharedGets). */
   cacheMisses: number;
-  /** Misses that joined a GET already in flight for a span covering theirs. */
+  /** Misses that joined a GET already in flight for bytes covering theirs. */
   sharedGets: number;
-  /** Bytes of the spans in the cache now. */
+  /** Bytes of objects and spans in the cache now. */
   cachedBytes: number;
+}
+
+export function newRangeReaderStats(): WalRangeReaderStats {
+  return {
+    gets: 0,
+    wholeObjectGets: 0,
+    objectsRead: 0,
+    bytesFetched: 0,
+    cacheHits: 0,
+    cacheMisses: 0,
+    sharedGets: 0,
+    cachedBytes: 0,
+  };
 }
 
 /** A contiguous piece of one object: `data` holds the object's bytes from `offset` on. */
@@ -40,103 +76,182 @@ interface Span {
   readonly objectKey: string;
   readonly offset: number;
   readonly data: Buffer;
+  /** The whole object: a range past its end is past the object's end. */
+  readonly whole: boolean;
 }
 
 interface InFlight {
   readonly offset: number;
+  /** Infinity for a whole-object GET. */
   readonly end: number;
   readonly promise: Promise<Span>;
 }
 
 const EMPTY = Buffer.alloc(0);
 
-function covers(offset: number, end: number, start: number, stop: number): boolean {
-  return offset <= start && stop <= end;
+function endOf(span: Span): number {
+  return span.offset + span.data.length;
+}
+
+function covers(span: Span, start: number, end: number): boolean {
+  return span.whole ? start >= 0 : span.offset <= start && end <= endOf(span);
+}
+
+/** One span from spans whose union is contiguous (a whole object among them is enough alone). */
+function merge(spans: readonly Span[]): Span {
+  const whole = spans.find((s) => s.whole);
+  if (whole !== undefined) return whole;
+  if (spans.length === 1) return spans[0]!;
+  const offset = Math.min(...spans.map((s) => s.offset));
+  const data = Buffer.allocUnsafe(Math.max(...spans.map(endOf)) - offset);
+  for (const s of spans) s.data.copy(data, s.offset - offset);
+  return { objectKey: spans[0]!.objectKey, offset, data, whole: false };
+}
+
+function closedError(): ObjectStoreError {
+  return new ObjectStoreError('WALPROXY_ERR_STORE_OTHER', 'the WAL range reader is closed');
 }
 
 /**
  * `read(objectKey, ranges)` answers with one buffer per range, in order. The buffers are views of
- * a span that the cache may share with later reads: callers copy them, never write into them.
- * Failures are not cached: the next read of the same bytes asks the store again.
+ * bytes the cache may share with later reads: callers copy them, never write into them. Failures
+ * are not cached: the next read of the same bytes asks the store again.
  */
 export class WalRangeReader {
-  readonly stats: WalRangeReaderStats = {
-    gets: 0,
-    bytesFetched: 0,
-    cacheHits: 0,
-    cacheMisses: 0,
-    sharedGets: 0,
-    cachedBytes: 0,
-  };
+  readonly stats: WalRangeReaderStats;
   readonly #store: ObjectStore;
   readonly #maxCacheBytes: number;
   readonly #maxConcurrentGets: number;
+  readonly #wholeObjectMaxBytes: number;
   /** Every cached span, least recently used first (a Set iterates in insertion order). */
   readonly #lru = new Set<Span>();
+  /** Per object: its whole bytes, or disjoint spans none of which touches another. */
   readonly #cached = new Map<string, Span[]>();
   readonly #inFlight = new Map<string, InFlight[]>();
+  readonly #seen = new Set<string>();
   #running = 0;
-  readonly #waiting: (() => void)[] = [];
+  readonly #waiting: { start: () => void; cancel: (error: Error) => void }[] = [];
+  readonly #closing = new AbortController();
 
   constructor(options: WalRangeReaderOptions) {
-    const maxCacheBytes = options.maxCacheBytes ?? WAL_RANGE_READER_DEFAULTS.maxCacheBytes;
-    const maxConcurrentGets = options.maxConcurrentGets ?? WAL_RANGE_READER_DEFAULTS.maxConcurrentGets;
+    const d = WAL_RANGE_READER_DEFAULTS;
+    const maxCacheBytes = options.maxCacheBytes ?? d.maxCacheBytes;
+    const maxConcurrentGets = options.maxConcurrentGets ?? d.maxConcurrentGets;
+    const wholeObjectMaxBytes = options.wholeObjectMaxBytes ?? d.wholeObjectMaxBytes;
     if (!Number.isSafeInteger(maxCacheBytes) || maxCacheBytes < 0) {
       throw new RangeError(`maxCacheBytes must be a non-negative integer, got ${maxCacheBytes}`);
     }
     if (!Number.isSafeInteger(maxConcurrentGets) || maxConcurrentGets < 1) {
       throw new RangeError(`maxConcurrentGets must be a positive integer, got ${maxConcurrentGets}`);
     }
+    if (!Number.isSafeInteger(wholeObjectMaxBytes) || wholeObjectMaxBytes < 0) {
+      throw new RangeError(`wholeObjectMaxBytes must be a non-negative integer, got ${wholeObjectMaxBytes}`);
+    }
     this.#store = options.store;
     this.#maxCacheBytes = maxCacheBytes;
     this.#maxConcurrentGets = maxConcurrentGets;
+    this.#wholeObjectMaxBytes = Math.min(wholeObjectMaxBytes, maxCacheBytes);
+    this.stats = options.stats ?? newRangeReaderStats();
   }
 
   async read(objectKey: string, ranges: readonly ByteRange[]): Promise<Buffer[]> {
-    let start = Number.POSITIVE_INFINITY;
-    let end = 0;
-    for (const { offset, length } of ranges) {
-      if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
-        throw new RangeError(
-          `invalid range offset=${offset} length=${length} of ${JSON.stringify(objectKey)}`,
-        );
-      }
-      // An empty range (a batch with no records section) needs no bytes, so it must not widen the span.
-      if (length === 0) continue;
-      start = Math.min(start, offset);
-      end = Math.max(end, offset + length);
-    }
-    if (end === 0) return ranges.map(() => EMPTY);
-    const span = await this.#span(objectKey, start, end);
-    return ranges.map(({ offset, length }) =>
-      length === 0 ? EMPTY : span.data.subarray(offset - span.offset, offset - span.offset + length),
-    );
+    if (this.#closing.signal.aborted) throw closedError();
+    const bounds = boundsOf(objectKey, ranges);
+    if (bounds === undefined) return ranges.map(() => EMPTY);
+    const span = await this.#span(objectKey, bounds.start, bounds.end);
+    return slices(span, ranges);
+  }
+
+  /**
+   * The ranges from the cache alone, or undefined when they are not all there: for a caller that
+   * must not wait on the store (its reads are backing off) but may use what is already here.
+   */
+  peek(objectKey: string, ranges: readonly ByteRange[]): Buffer[] | undefined {
+    const bounds = boundsOf(objectKey, ranges);
+    if (bounds === undefined) return ranges.map(() => EMPTY);
+    const span = this.#lookup(objectKey, bounds.start, bounds.end);
+    if (span === undefined) return undefined;
+    this.#touch(span);
+    return slices(span, ranges);
+  }
+
+  /**
+   * Stops: reads waiting for a GET (their own or shared, running or queued) reject at once, GETs
+   * get the abort signal, and the cache is dropped. Later reads reject.
+   */
+  close(): void {
+    if (this.#closing.signal.aborted) return;
+    this.#closing.abort();
+    for (const waiter of this.#waiting.splice(0)) waiter.cancel(closedError());
+    for (const span of [...this.#lru]) this.#forget(span);
+  }
+
+  #lookup(objectKey: string, start: number, end: number): Span | undefined {
+    return this.#cached.get(objectKey)?.find((s) => covers(s, start, end));
+  }
+
+  #touch(span: Span): void {
+    this.stats.cacheHits++;
+    this.#lru.delete(span);
+    this.#lru.add(span);
   }
 
   async #span(objectKey: string, start: number, end: number): Promise<Span> {
-    const cached = this.#cached
-      .get(objectKey)
-      ?.find((s) => covers(s.offset, s.offset + s.data.length, start, end));
+    const cached = this.#lookup(objectKey, start, end);
     if (cached !== undefined) {
-      this.stats.cacheHits++;
-      this.#lru.delete(cached);
-      this.#lru.add(cached);
+      this.#touch(cached);
       return cached;
     }
     this.stats.cacheMisses++;
     const flights = this.#inFlight.get(objectKey);
-    const joined = flights?.find((f) => covers(f.offset, f.end, start, end));
+    const joined = flights?.find((f) => f.offset <= start && end <= f.end);
     if (joined !== undefined) {
       this.stats.sharedGets++;
       return joined.promise;
     }
-    const flight: InFlight = { offset: start, end, promise: this.#get(objectKey, start, end) };
+    let flight: InFlight;
+    if (end <= this.#wholeObjectMaxBytes) {
+      flight = {
+        offset: 0,
+        end: Number.POSITIVE_INFINITY,
+        promise: this.#get(objectKey, undefined).then((whole) => this.#remember(whole)),
+      };
+    } else {
+      // Only the bytes no cached span holds, from the first such byte to the last: one GET.
+      const partial = (this.#cached.get(objectKey) ?? []).filter((s) => s.offset < end && start < endOf(s));
+      let from = start;
+      let to = end;
+      for (let moved = true; moved && from < to; ) {
+        moved = false;
+        for (const s of partial) {
+          if (s.offset <= from && from < endOf(s)) {
+            from = endOf(s);
+            moved = true;
+          }
+          if (s.offset < to && to <= endOf(s)) {
+            to = s.offset;
+            moved = true;
+          }
+        }
+      }
+      if (from >= to) {
+        this.stats.cacheHits++;
+        return merge(partial);
+      }
+      flight = {
+        offset: from,
+        end: to,
+        promise: this.#get(objectKey, { offset: from, length: to - from }).then((fresh) => {
+          const kept = this.#remember(fresh);
+          // The cache may have dropped (or never kept) the spans around the new bytes.
+          return covers(kept, start, end) ? kept : merge([...partial, fresh]);
+        }),
+      };
+    }
     if (flights === undefined) this.#inFlight.set(objectKey, [flight]);
     else flights.push(flight);
     try {
-      const span = await flight.promise;
-      this.#remember(span);
-      return span;
+      return await flight.promise;
     } finally {
       const left = this.#inFlight.get(objectKey)?.filter((f) => f !== flight) ?? [];
       if (left.length === 0) this.#inFlight.delete(objectKey);
@@ -144,42 +259,52 @@ export class WalRangeReader {
     }
   }
 
-  async #get(objectKey: string, start: number, end: number): Promise<Span> {
+  async #get(objectKey: string, range: ByteRange | undefined): Promise<Span> {
+    const closing = this.#closing.signal;
     if (this.#running < this.#maxConcurrentGets) this.#running++;
-    else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    else await new Promise<void>((start, cancel) => this.#waiting.push({ start, cancel }));
     try {
       this.stats.gets++;
-      const length = end - start;
-      const data = await this.#store.get(objectKey, { offset: start, length });
+      if (range === undefined) this.stats.wholeObjectGets++;
+      if (!this.#seen.has(objectKey)) {
+        this.stats.objectsRead++;
+        this.#seen.add(objectKey);
+        if (this.#seen.size > SEEN_KEYS) this.#seen.delete(this.#seen.values().next().value!);
+      }
+      // The signal makes a closing reader stop its GETs at the store too (the S3 client drops the connection).
+      const data = await untilAborted(this.#store.get(objectKey, range, { signal: closing }), closing);
       // The store contract promises exactly `length` bytes; a store that breaks it must not make
       // the caller rebuild a batch from missing bytes.
-      if (data.length !== length) {
+      if (range !== undefined && data.length !== range.length) {
         throw new ObjectStoreError(
           'WALPROXY_ERR_STORE_OTHER',
-          `${this.#store.url} returned ${data.length} bytes for ${length} bytes at ${start} of ${JSON.stringify(objectKey)}`,
+          `${this.#store.url} returned ${data.length} bytes for ${range.length} bytes at ${range.offset} of ${JSON.stringify(objectKey)}`,
           { key: objectKey },
         );
       }
       this.stats.bytesFetched += data.length;
-      return { objectKey, offset: start, data };
+      return { objectKey, offset: range?.offset ?? 0, data, whole: range === undefined };
     } finally {
       // Hand the slot straight to the next waiter, so a burst cannot overtake the queue.
       const next = this.#waiting.shift();
-      if (next !== undefined) next();
+      if (next !== undefined) next.start();
       else this.#running--;
     }
   }
 
-  #remember(span: Span): void {
-    if (span.data.length > this.#maxCacheBytes) return;
-    const end = span.offset + span.data.length;
-    const spans = this.#cached.get(span.objectKey) ?? [];
-    // Two GETs of overlapping spans can both finish: keep the bytes once.
-    if (spans.some((old) => covers(old.offset, old.offset + old.data.length, span.offset, end))) return;
-    // Spans the new one covers would never be found again (lookups take the first that covers).
-    for (const old of spans) {
-      if (covers(span.offset, end, old.offset, old.offset + old.data.length)) this.#forget(old);
-    }
+  /** Caches what a GET brought, merged with the spans it touches; returns what is now cached for it. */
+  #remember(fresh: Span): Span {
+    if (this.#closing.signal.aborted) return fresh;
+    const spans = this.#cached.get(fresh.objectKey) ?? [];
+    // Two GETs of the same bytes can both finish: keep the bytes once.
+    const holder = spans.find((s) => covers(s, fresh.offset, endOf(fresh)));
+    if (holder !== undefined) return holder;
+    const touching = fresh.whole
+      ? spans
+      : spans.filter((s) => s.offset <= endOf(fresh) && fresh.offset <= endOf(s));
+    const span = merge([...touching, fresh]);
+    if (span.data.length > this.#maxCacheBytes) return span;
+    for (const old of touching) this.#forget(old);
     const kept = this.#cached.get(span.objectKey) ?? [];
     kept.push(span);
     this.#cached.set(span.objectKey, kept);
@@ -189,13 +314,68 @@ export class WalRangeReader {
       if (this.stats.cachedBytes <= this.#maxCacheBytes) break;
       this.#forget(oldest);
     }
+    return span;
   }
 
   #forget(span: Span): void {
-    this.#lru.delete(span);
+    if (!this.#lru.delete(span)) return;
     this.stats.cachedBytes -= span.data.length;
     const left = this.#cached.get(span.objectKey)?.filter((s) => s !== span) ?? [];
     if (left.length === 0) this.#cached.delete(span.objectKey);
     else this.#cached.set(span.objectKey, left);
   }
+}
+
+/** The bytes the non-empty ranges span, or undefined when there are none. */
+function boundsOf(
+  objectKey: string,
+  ranges: readonly ByteRange[],
+): { start: number; end: number } | undefined {
+  let start = Number.POSITIVE_INFINITY;
+  let end = 0;
+  for (const { offset, length } of ranges) {
+    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
+      throw new RangeError(`invalid range offset=${offset} length=${length} of ${JSON.stringify(objectKey)}`);
+    }
+    // An empty range (a batch with no records section) needs no bytes, so it must not widen the span.
+    if (length === 0) continue;
+    start = Math.min(start, offset);
+    end = Math.max(end, offset + length);
+  }
+  return end === 0 ? undefined : { start, end };
+}
+
+function slices(span: Span, ranges: readonly ByteRange[]): Buffer[] {
+  return ranges.map(({ offset, length }) => {
+    if (length === 0) return EMPTY;
+    const at = offset - span.offset;
+    if (at + length > span.data.length) {
+      // Only a whole object can end before a range: the reference points past its end.
+      throw new ObjectStoreError(
+        'WALPROXY_ERR_STORE_INVALID_RANGE',
+        `${JSON.stringify(span.objectKey)} has ${span.data.length} bytes; asked for ${length} at ${offset}`,
+        { key: span.objectKey },
+      );
+    }
+    return span.data.subarray(at, at + length);
+  });
+}
+
+/** `promise`, or a rejection as soon as `signal` aborts (for a store that ignores the signal). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(closedError());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(closedError());
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }

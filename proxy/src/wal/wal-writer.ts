@@ -4,8 +4,14 @@
 // `durable` promise says when (and where) the batch is in the object store: the Produce path holds
 // durable-ack responses on it.
 import { channel } from 'node:diagnostics_channel';
-import { WAL_INDEX_ENTRY_SIZE, type WalAppendEntry, WalObjectBuilder } from '@walproxy/shared';
+import {
+  WAL_INDEX_ENTRY_SIZE,
+  type WalAppendEntry,
+  WalFormatError,
+  WalObjectBuilder,
+} from '@walproxy/shared';
 import { isObjectStoreError, type ObjectStore, ObjectStoreError } from '../store/index.js';
+import type { StoreHealth } from '../store/store-health.js';
 import { fullJitterBackoffMs } from './backoff.js';
 import {
   WAL_WRITER_CHANNELS,
@@ -28,6 +34,9 @@ export const WAL_WRITER_DEFAULTS = {
   retryMaxMs: 1_000,
   maxPendingBytes: 64 * 1024 * 1024,
   keyPrefix: 'wal/',
+  degradeAfterMs: 1_000,
+  failedAttemptsBeforeDegraded: 3,
+  confirmTimeoutMs: 5_000,
 } as const;
 
 /** Accepted per-writer and per-append values (inclusive), for the CLI's checks as well. */
@@ -61,12 +70,30 @@ export interface WalWriterOptions {
   keyPrefix?: string;
   /** Wall clock, milliseconds since the epoch: object creation times, keys, deadlines. */
   now?: () => number;
+  /**
+   * Told what the uploads show about the store: healthy when an object is stored within
+   * `degradeAfterMs`, degraded when an object fails for good, when a store call has been
+   * outstanding longer than `degradeAfterMs` (a frozen store never fails, it hangs), or after
+   * `failedAttemptsBeforeDegraded` failed attempts in a row (503 SlowDown storms, refused
+   * connections). While degraded the leader side stops copying and holding (StoreHealth).
+   */
+  health?: StoreHealth;
+  degradeAfterMs?: number;
+  failedAttemptsBeforeDegraded?: number;
+  /** A tentative batch neither confirmed nor rejected within this is dropped (UNCONFIRMED). */
+  confirmTimeoutMs?: number;
 }
 
 /** Per-append settings: a topic's own linger and target size. */
 export interface WalAppendOptions {
   lingerMs?: number | undefined;
   targetBytes?: number | undefined;
+  /**
+   * The batch goes into an object only once `confirm()` says the broker appended it; `reject()`
+   * (the broker refused it) or `confirmTimeoutMs` without either drops it. Without it the batch
+   * is confirmed at once.
+   */
+  tentative?: boolean | undefined;
 }
 
 /** Where a stored batch is: `length` bytes at `position` of object `objectKey`. */
@@ -92,6 +119,10 @@ export interface WalAppendTicket {
    * raises an unhandled rejection.
    */
   readonly durable: Promise<WalLocation>;
+  /** The broker appended the batch: it may be stored now. No-op once confirmed or settled. */
+  confirm(): void;
+  /** The broker refused the batch: it is dropped and `durable` rejects (NOT_APPENDED). */
+  reject(): void;
 }
 
 export interface WalWriterStats {
@@ -107,6 +138,12 @@ export interface WalWriterStats {
   sealedByLinger: number;
   sealedByFlush: number;
   refusedOverloaded: number;
+  /** Tentative batches the broker refused (never stored). */
+  batchesRejected: number;
+  /** Tentative batches neither confirmed nor refused within confirmTimeoutMs (never stored). */
+  batchesUnconfirmed: number;
+  /** Gauge: tentative batches waiting for their confirmation. */
+  tentativeBatches: number;
   /** Gauge: batch bytes appended and not yet stored or failed, abandoned puts' included. */
   pendingBytes: number;
   /** Gauge: store calls running, abandoned ones (deadline passed) included. */
@@ -115,7 +152,20 @@ export interface WalWriterStats {
   queuedObjects: number;
 }
 
-type Counters = Omit<WalWriterStats, 'pendingBytes' | 'uploadsInFlight' | 'queuedObjects'>;
+type Counters = Omit<
+  WalWriterStats,
+  'pendingBytes' | 'uploadsInFlight' | 'queuedObjects' | 'tentativeBatches'
+>;
+
+/** A batch appended tentatively, not in any object until confirmed. */
+interface TentativeAppend {
+  entry: WalAppendEntry;
+  lingerMs: number;
+  targetBytes: number;
+  appendedAtMs: number;
+  location: Deferred<WalLocation>;
+  expiry: NodeJS.Timeout;
+}
 
 /** What a stored object tells each of its tickets. */
 interface StoredObject {
@@ -178,6 +228,11 @@ export class WalWriter {
   readonly #maxPendingBytes: number;
   readonly #keyPrefix: string;
   readonly #now: () => number;
+  readonly #health: StoreHealth | undefined;
+  readonly #degradeAfterMs: number;
+  readonly #failedAttemptsBeforeDegraded: number;
+  /** Failed store attempts since the last success, across objects. */
+  #failedAttemptsInARow = 0;
 
   #open: OpenObject | undefined;
   /** Sealed objects waiting for a slot, in seal order. */
@@ -198,7 +253,11 @@ export class WalWriter {
     sealedByLinger: 0,
     sealedByFlush: 0,
     refusedOverloaded: 0,
+    batchesRejected: 0,
+    batchesUnconfirmed: 0,
   };
+  readonly #tentative = new Set<TentativeAppend>();
+  readonly #confirmTimeoutMs: number;
 
   constructor(options: WalWriterOptions) {
     const d = WAL_WRITER_DEFAULTS;
@@ -232,6 +291,18 @@ export class WalWriter {
     this.#keyPrefix = options.keyPrefix ?? d.keyPrefix;
     assertValidKeyPrefix(this.#keyPrefix);
     this.#now = options.now ?? (() => Date.now());
+    this.#health = options.health;
+    this.#confirmTimeoutMs = checkInteger(
+      options.confirmTimeoutMs ?? d.confirmTimeoutMs,
+      'confirmTimeoutMs',
+      1,
+    );
+    this.#degradeAfterMs = checkInteger(options.degradeAfterMs ?? d.degradeAfterMs, 'degradeAfterMs', 1);
+    this.#failedAttemptsBeforeDegraded = checkInteger(
+      options.failedAttemptsBeforeDegraded ?? d.failedAttemptsBeforeDegraded,
+      'failedAttemptsBeforeDegraded',
+      1,
+    );
   }
 
   get stats(): WalWriterStats {
@@ -240,6 +311,7 @@ export class WalWriter {
       pendingBytes: this.#pendingBytes,
       uploadsInFlight: this.#uploadsInFlight,
       queuedObjects: this.#queue.length,
+      tentativeBatches: this.#tentative.size,
     };
   }
 
@@ -264,7 +336,70 @@ export class WalWriter {
     const targetBytes =
       options.targetBytes === undefined ? this.#targetBytes : checkTargetBytes(options.targetBytes);
     const now = Math.floor(this.#now());
+    if (!options.tentative) {
+      const durable = this.#place(entry, lingerMs, targetBytes, now);
+      durable.catch(noop);
+      return { durable, confirm: noop, reject: noop };
+    }
+    checkTentativeBatch(entry.batch);
+    const location = deferred<WalLocation>();
+    location.promise.catch(noop);
+    const tentative: TentativeAppend = {
+      entry,
+      lingerMs,
+      targetBytes,
+      appendedAtMs: now,
+      location,
+      expiry: setTimeout(() => {
+        this.#counters.batchesUnconfirmed++;
+        this.#drop(tentative, 'UNCONFIRMED', `not confirmed within ${this.#confirmTimeoutMs} ms`);
+      }, this.#confirmTimeoutMs),
+    };
+    tentative.expiry.unref();
+    this.#tentative.add(tentative);
+    this.#pendingBytes += batchBytes;
+    return {
+      durable: location.promise,
+      confirm: () => this.#confirm(tentative),
+      reject: () => {
+        if (!this.#tentative.has(tentative)) return;
+        this.#counters.batchesRejected++;
+        this.#drop(tentative, 'NOT_APPENDED', 'the broker refused it');
+      },
+    };
+  }
 
+  /** A tentative batch the broker appended goes into the open object, as if appended now but lingering from its append. */
+  #confirm(tentative: TentativeAppend): void {
+    if (!this.#tentative.delete(tentative)) return;
+    clearTimeout(tentative.expiry);
+    const { entry, lingerMs, targetBytes, appendedAtMs, location } = tentative;
+    this.#pendingBytes -= entry.batch.length;
+    let durable: Promise<WalLocation>;
+    try {
+      durable = this.#place(entry, lingerMs, targetBytes, appendedAtMs);
+    } catch (err) {
+      location.reject(err);
+      return;
+    }
+    durable.then(location.resolve, location.reject);
+  }
+
+  #drop(tentative: TentativeAppend, kind: 'NOT_APPENDED' | 'UNCONFIRMED' | 'CLOSED', why: string): void {
+    if (!this.#tentative.delete(tentative)) return;
+    clearTimeout(tentative.expiry);
+    this.#pendingBytes -= tentative.entry.batch.length;
+    tentative.location.reject(new WalWriteError(kind, `batch dropped from the WAL: ${why}`));
+  }
+
+  /**
+   * Adds a batch the broker appended (or that needs no confirmation) to the open object, sealing by
+   * size first; `since` is when its linger started. Throws (and adds nothing) for a batch or topic
+   * the object cannot hold.
+   */
+  #place(entry: WalAppendEntry, lingerMs: number, targetBytes: number, since: number): Promise<WalLocation> {
+    const batchBytes = entry.batch.length;
+    const now = Math.floor(this.#now());
     let open = this.#open;
     // Seal first rather than let a batch push a non-empty object past its target: objects stay at
     // or under the target, and a batch bigger than the target gets an object of its own.
@@ -297,16 +432,15 @@ export class WalWriter {
         uploadedAtMs: o.uploadedAtMs,
       }),
     );
-    durable.catch(noop);
 
     open.targetBytes = Math.min(open.targetBytes, targetBytes);
     if (open.builder.size >= open.targetBytes) {
       this.#seal('size');
-    } else if (now + lingerMs < open.sealAtMs) {
-      open.sealAtMs = now + lingerMs;
+    } else if (since + lingerMs < open.sealAtMs) {
+      open.sealAtMs = since + lingerMs;
       this.#armLinger(open, now);
     }
-    return { durable };
+    return durable;
   }
 
   /** Seals the open object now and resolves when every object sealed so far has settled its tickets. */
@@ -321,6 +455,7 @@ export class WalWriter {
    */
   async close(): Promise<void> {
     this.#closed = true;
+    for (const tentative of [...this.#tentative]) this.#drop(tentative, 'CLOSED', 'the WAL writer is closed');
     this.#seal('flush');
     await Promise.all(Array.from(this.#unreleased, (o) => o.released.promise));
   }
@@ -343,9 +478,12 @@ export class WalWriter {
 
   #armLinger(open: OpenObject, now: number): void {
     clearTimeout(open.timer);
-    open.timer = setTimeout(() => {
-      if (this.#open === open) this.#seal('linger');
-    }, open.sealAtMs - now);
+    open.timer = setTimeout(
+      () => {
+        if (this.#open === open) this.#seal('linger');
+      },
+      Math.max(0, open.sealAtMs - now),
+    );
   }
 
   #seal(reason: WalSealReason): void {
@@ -433,13 +571,14 @@ export class WalWriter {
         if (attempts > 1) this.#counters.uploadRetries++;
         const attemptStart = this.#now();
         const call = this.#putOnce(obj);
+        const stall = this.#watchForStall(obj);
         const outcome = await Promise.race([
           call.then(
             (alreadyStored) => ({ alreadyStored }),
             (error: unknown) => ({ error }),
           ),
           obj.expiry.promise,
-        ]);
+        ]).finally(() => clearTimeout(stall));
         if (outcome === EXPIRED) {
           abandoned = call;
           failure = this.#deadlineFailure(obj, attempts, lastError);
@@ -465,6 +604,11 @@ export class WalWriter {
           break;
         }
         lastError = outcome.error;
+        if (++this.#failedAttemptsInARow >= this.#failedAttemptsBeforeDegraded) {
+          this.#health?.markDegraded(
+            `${this.#failedAttemptsInARow} store attempts in a row failed; last: ${errorMessage(lastError)}`,
+          );
+        }
         const retriable = isObjectStoreError(lastError) && lastError.retriable;
         const backoffMs = retriable
           ? fullJitterBackoffMs(attempts, this.#retryBaseMs, this.#retryMaxMs)
@@ -508,9 +652,15 @@ export class WalWriter {
       this.#counters.objectsUploaded++;
       this.#counters.bytesUploaded += obj.size;
       this.#counters.batchesUploaded += obj.batchCount;
+      this.#failedAttemptsInARow = 0;
+      // A slow success proves little (a store slow for puts): only a prompt one makes it healthy;
+      // otherwise the StoreHealth probe decides.
+      if (this.#now() - obj.sealedAtMs <= this.#degradeAfterMs)
+        this.#health?.markHealthy('an object was stored');
       obj.stored.resolve({ objectKey: obj.key, objectSize: obj.size, uploadedAtMs: this.#now() });
     } else {
       this.#counters.uploadFailures++;
+      this.#health?.markDegraded(failure.message);
       obj.stored.reject(failure);
     }
     if (channels.uploadEnd.hasSubscribers) {
@@ -547,6 +697,21 @@ export class WalWriter {
         { key: obj.key, cause: err },
       );
     }
+  }
+
+  /** Marks the store degraded if this attempt is still outstanding after degradeAfterMs. */
+  #watchForStall(obj: SealedObject): NodeJS.Timeout | undefined {
+    const health = this.#health;
+    if (health === undefined) return undefined;
+    const timer = setTimeout(
+      () =>
+        health.markDegraded(
+          `the upload of ${describeObject(obj)} has been outstanding for more than ${this.#degradeAfterMs} ms`,
+        ),
+      this.#degradeAfterMs,
+    );
+    timer.unref();
+    return timer;
   }
 
   #deadlineFailure(obj: SealedObject, attempts: number, lastError: unknown): WalWriteError {
@@ -593,7 +758,7 @@ export class WalWriter {
     }
     const durable = Promise.reject(new WalWriteError(kind, `batch refused: ${why}`));
     durable.catch(noop);
-    return { durable };
+    return { durable, confirm: noop, reject: noop };
   }
 }
 
@@ -650,4 +815,11 @@ function checkTargetBytes(value: number): number {
 function checkLingerMs(value: number): number {
   const { min, max } = WAL_WRITER_LIMITS.lingerMs;
   return checkInteger(value, 'lingerMs', min, max);
+}
+
+/** What append() checks at once for a tentative batch; the object checks the rest at confirm. */
+function checkTentativeBatch(batch: Buffer): void {
+  if (batch.length < 61 || batch.readInt8(16) !== 2 || batch.readInt32BE(8) + 12 !== batch.length) {
+    throw new WalFormatError('INVALID_BATCH', 'not exactly one magic v2 record batch');
+  }
 }

@@ -34,7 +34,7 @@ import {
   FetchFillFilter,
 } from '../../src/filters/fetch-fill.js';
 import { createLogger } from '../../src/log.js';
-import type { RequestInfo } from '../../src/net/frame-filter.js';
+import type { FilterConnection, RequestInfo } from '../../src/net/frame-filter.js';
 import type { ByteRange } from '../../src/store/index.js';
 import { WalRangeReader } from '../../src/wal/range-reader.js';
 import { MemoryObjectStore, unreachable } from '../wal/memory-store.js';
@@ -45,11 +45,40 @@ const NOT_LEADER_OR_FOLLOWER = 6;
 
 // ---- store, filter -----------------------------------------------------------------------------
 
-/** The memory store, with objects whose GETs fail. */
+/** A GET the test answers by hand: let it read the object, or make it fail. */
+interface HeldGet {
+  answer(): void;
+  fail(error: Error): void;
+}
+
+/** The memory store, with objects whose GETs fail, or wait until the test answers them. */
 class FlakyStore extends MemoryObjectStore {
+  override readonly url: string;
   readonly failing = new Set<string>();
+  readonly #held = new Map<string, Promise<void>>();
+  /** GETs per object key. */
+  readonly getsOf = new Map<string, number>();
+
+  constructor(url = OWN_STORE) {
+    super();
+    this.url = url;
+  }
+
+  /** GETs of `key` from now on wait until the test answers them (never, if it does not). */
+  hold(key: string): HeldGet {
+    let held!: HeldGet;
+    this.#held.set(
+      key,
+      new Promise<void>((resolve, reject) => {
+        held = { answer: resolve, fail: reject };
+      }),
+    );
+    return held;
+  }
 
   override async get(key: string, range?: ByteRange): Promise<Buffer> {
+    this.getsOf.set(key, (this.getsOf.get(key) ?? 0) + 1);
+    await this.#held.get(key);
     if (this.failing.has(key)) throw unreachable(key);
     return super.get(key, range);
   }
@@ -57,16 +86,37 @@ class FlakyStore extends MemoryObjectStore {
 
 /** The store the references in these tests name; the filter may read only it. */
 const OWN_STORE = 'memory://wal-writer-test';
+/** Another zone's store, for tests with two leaders writing to two stores. */
+const ZONE_B_STORE = 'memory://zone-b';
+/** A deadline short enough for tests whose GETs never answer. */
+const SHORT_DEADLINE_MS = 20;
 
-function setup(now?: () => number) {
+function setup(now?: () => number, options: { fillDeadlineMs?: number } = {}) {
   const store = new FlakyStore();
   const reader = new WalRangeReader({ store });
+  const zoneB = new FlakyStore(ZONE_B_STORE);
+  const zoneBReader = new WalRangeReader({ store: zoneB });
+  const readers = new Map([
+    [OWN_STORE, reader],
+    [ZONE_B_STORE, zoneBReader],
+  ]);
   const filter = new FetchFillFilter({
-    readerFor: (store) => (store === OWN_STORE ? reader : undefined),
+    readerFor: (url) => readers.get(url),
     log: createLogger('silent'),
     now,
+    ...options,
   });
-  return { store, reader, filter, objects: new WalObjects(store) };
+  return { store, reader, filter, objects: new WalObjects(store), zoneB: new WalObjects(zoneB) };
+}
+
+/** What the pipe hands a filter for one connection (so one leader). */
+function connection(): FilterConnection {
+  return { log: createLogger('silent') };
+}
+
+/** Lets every callback already queued run. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 // ---- batches and WAL objects -------------------------------------------------------------------
@@ -94,7 +144,7 @@ function baseOffsetOf(batch: Buffer): bigint {
 class WalObjects {
   readonly #parts = new Map<string, Buffer[]>();
 
-  constructor(private readonly store: MemoryObjectStore) {}
+  constructor(readonly store: MemoryObjectStore) {}
 
   place(objectKey: string, leaderBatch: Buffer, padding = 7): { position: number; length: number } {
     let parts = this.#parts.get(objectKey);
@@ -115,8 +165,14 @@ class WalObjects {
 
 // ---- responses -----------------------------------------------------------------------------------
 
-/** Where a batch travels: inline, or by reference to an object (with its header edited, maybe). */
-type Placement = 'inline' | string | { key: string; padding?: number; editHeader?: (header: Buffer) => void };
+/**
+ * Where a batch travels: inline, or by reference to an object (with its header edited, maybe) of
+ * the own store or of `in`.
+ */
+type Placement =
+  | 'inline'
+  | string
+  | { key: string; padding?: number; editHeader?: (header: Buffer) => void; in?: WalObjects };
 
 interface PartitionSpec {
   partitionIndex: number;
@@ -169,7 +225,12 @@ function partitionPair(
       else segments.push({ kind: 'inline', length: batch.length });
       return;
     }
-    const { key, padding, editHeader } = typeof placement === 'string' ? { key: placement } : placement;
+    const {
+      key,
+      padding,
+      editHeader,
+      in: where = objects,
+    } = typeof placement === 'string' ? { key: placement } : placement;
     // A header edit lands where the follower side reads that field: base offset and leader epoch
     // in the reference, everything else in the object's copy of the produced batch.
     const header = Buffer.from(batch.subarray(0, 61));
@@ -179,9 +240,9 @@ function partitionPair(
       baseOffset: header.readBigInt64BE(0),
       partitionLeaderEpoch: header.readInt32BE(12),
       crc: header.readUInt32BE(17),
-      store: OWN_STORE,
+      store: where.store.url,
       objectKey: key,
-      ...objects.place(key, Buffer.concat([header, batch.subarray(61)]), padding),
+      ...where.place(key, Buffer.concat([header, batch.subarray(61)]), padding),
     });
   });
   wire.records = Buffer.concat(inline);
@@ -307,9 +368,9 @@ function requestFrame(version: number, request: FetchRequest | Buffer = fetchReq
 }
 
 /** Sends a follower Fetch through the filter: what went upstream, and the key for its answer. */
-function send(filter: FetchFillFilter, version = 17) {
+function send(filter: FetchFillFilter, version = 17, on?: FilterConnection) {
   const { info, frame: sent } = requestFrame(version);
-  const decision = filter.onRequest(info, sent);
+  const decision = filter.onRequest(info, sent, on);
   if (decision.action !== 'forward') throw new Error('a Fetch is always forwarded');
   return { info, forwarded: decision.frame };
 }
@@ -467,7 +528,7 @@ describe('FetchFillFilter responses', () => {
         responsesFilled: 1,
         referencesFilled: 8,
         bytesFilled: filledBytes,
-        fallbacks: { getFailed: 0, crcMismatch: 0, lengthMismatch: 0, malformed: 0 },
+        fallbacks: { getFailed: 0, deadline: 0, backoff: 0, crcMismatch: 0, lengthMismatch: 0, malformed: 0 },
         pendingInline: 0,
         fillLatencyMs: { count: 1 },
       });
@@ -571,7 +632,14 @@ describe('FetchFillFilter fallbacks', () => {
     expectRecords(pair, TOPIC_B, 0, []);
     expect(out).toEqual(pair.expectedFrame());
     expect(partitionOf(decodeResponseFrame(out, 17), TOPIC_B, 0).records).toEqual(Buffer.alloc(0));
-    expect(filter.stats.fallbacks).toEqual({ getFailed: 2, crcMismatch: 0, lengthMismatch: 0, malformed: 0 });
+    expect(filter.stats.fallbacks).toEqual({
+      getFailed: 2,
+      deadline: 0,
+      backoff: 0,
+      crcMismatch: 0,
+      lengthMismatch: 0,
+      malformed: 0,
+    });
     expect(filter.stats.pendingInline).toBe(2);
     expect(fallbacks.events.map((e) => [e.topicId, e.partition, e.fromOffset, e.reason])).toEqual([
       [TOPIC_A, 0, baseOffsetOf(a0[1]!), 'getFailed'],
@@ -756,7 +824,14 @@ describe('FetchFillFilter fallbacks', () => {
     expectRecords(pair, TOPIC_A, 1, [a1[0]!]);
     expectRecords(pair, TOPIC_A, 2, [a2[0]!]);
     expect(out).toEqual(pair.expectedFrame());
-    expect(filter.stats.fallbacks).toEqual({ getFailed: 0, crcMismatch: 0, lengthMismatch: 1, malformed: 2 });
+    expect(filter.stats.fallbacks).toEqual({
+      getFailed: 0,
+      deadline: 0,
+      backoff: 0,
+      crcMismatch: 0,
+      lengthMismatch: 1,
+      malformed: 2,
+    });
     // And the one whose header lies about its offset asks inline from where the follower goes on
     expect(capabilityOf(send(filter).forwarded, 17)?.inlineRequests).toEqual([
       { topicId: TOPIC_A, partition: 0, fromOffset: baseOffsetOf(a0[1]!) },
@@ -957,7 +1032,324 @@ describe('FetchFillFilter fallbacks', () => {
     // Then the inline request cannot name it, so the request goes unmarked (the stock answer
     // is all inline) until the fallback expires
     expect((during as { frame: Buffer }).frame).toBe(unmarked.frame);
+    // And its stock answer's bytes count as inline for that reason
+    const stockAnswer = responsePair(
+      12,
+      [{ topic: 'orders', partitions: [{ partitionIndex: 0, batches: leaderBatches(100n, 2) }] }],
+      objects,
+    ).wire;
+    expect(filter.onResponse(unmarked.info, stockAnswer)).toBe(stockAnswer);
+    expect(filter.stats.inline.unmarkedByName).toBe(leaderBatches(100n, 2).reduce((n, b) => n + b.length, 0));
     expect(capabilityOf(after.forwarded, 12)).toEqual({ inlineRequests: [] });
     expect(filter.stats).toMatchObject({ requestsUnmarked: 1, fallbacks: { getFailed: 1 } });
+  });
+});
+
+describe('FetchFillFilter fill deadline and per-store backoff', () => {
+  it('releases a response at the fill deadline: other partitions intact, the late one cut to its good prefix', async () => {
+    // Given object o1 whose GET never answers, and an answer holding a topic not in the WAL
+    // (A/0), a partition using o1 after an inline batch (A/1), and one using o2 (B/0)
+    let clock = 0;
+    const { store, filter, objects } = setup(() => clock, { fillDeadlineMs: SHORT_DEADLINE_MS });
+    store.hold('wal/o1');
+    const { info } = send(filter);
+    const a0 = leaderBatches(100n, 2, 1);
+    const a1 = leaderBatches(300n, 3, 2);
+    const b0 = leaderBatches(700n, 2, 3);
+    const pair = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [
+            { partitionIndex: 0, batches: a0 },
+            { partitionIndex: 1, batches: a1, placement: ['inline', 'wal/o1', 'wal/o1'] },
+          ],
+        },
+        {
+          topicId: TOPIC_B,
+          partitions: [{ partitionIndex: 0, batches: b0, placement: ['wal/o2', 'wal/o2'] }],
+        },
+      ],
+      objects,
+    );
+    const fallbacks = listen<FetchFallbackEvent>(FETCH_FILL_CHANNELS.fallback);
+
+    // When the answer goes through the filter
+    const out = await answer(filter, info, pair.wire).finally(fallbacks.stop);
+
+    // Then it leaves with A/0 as the broker sent it, B/0 filled, and A/1 ending before its first
+    // batch in o1, which asks to come inline
+    expectRecords(pair, TOPIC_A, 1, [a1[0]!]);
+    expect(out).toEqual(pair.expectedFrame());
+    expect(fallbacks.events.map((e) => [e.topicId, e.partition, e.fromOffset, e.reason])).toEqual([
+      [TOPIC_A, 1, baseOffsetOf(a1[1]!), 'deadline'],
+    ]);
+    expect(filter.stats).toMatchObject({
+      referencesFilled: 2,
+      deadlineMisses: 1,
+      backoffs: 1,
+      fallbacks: { deadline: 1, getFailed: 0 },
+      pendingInline: 1,
+    });
+    // And the store backs off at once: the next request goes unmarked (stock, all inline), and
+    // the first one after the window asks for A/1 inline from its first missing batch
+    expect(capabilityOf(send(filter).forwarded, 17)).toBeUndefined();
+    clock = FETCH_FILL_BACKOFF_MIN_MS;
+    expect(capabilityOf(send(filter).forwarded, 17)).toEqual({
+      inlineRequests: [{ topicId: TOPIC_A, partition: 1, fromOffset: baseOffsetOf(a1[1]!) }],
+    });
+  });
+
+  it('counts a GET that fails after the deadline once; one that answers late fills a later fetch from the cache', async () => {
+    // Given GETs of o1 and o2 held by the test, and a fill of each that missed the deadline
+    let clock = 0;
+    const { store, filter, objects } = setup(() => clock, { fillDeadlineMs: SHORT_DEADLINE_MS });
+    const o1 = store.hold('wal/o1');
+    const o2 = store.hold('wal/o2');
+    const answerFrom = (key: string, first: bigint) =>
+      responsePair(
+        17,
+        [
+          {
+            topicId: TOPIC_A,
+            partitions: [{ partitionIndex: 0, batches: leaderBatches(first, 2, 1), placement: [key, key] }],
+          },
+        ],
+        objects,
+      );
+    const fromO1 = answerFrom('wal/o1', 100n);
+    const fromO2 = answerFrom('wal/o2', 200n);
+    const fill = async (pair: ResponsePair) => await answer(filter, send(filter).info, pair.wire);
+    await fill(fromO1);
+
+    // When o1's GET then fails
+    o1.fail(unreachable('wal/o1'));
+    await settle();
+
+    // Then nothing more is counted: the deadline already did
+    expect(filter.stats).toMatchObject({
+      deadlineMisses: 1,
+      backoffs: 1,
+      fallbacks: { deadline: 1, getFailed: 0 },
+    });
+
+    // And when o2 misses the deadline too, then answers, then a fetch after the window names it
+    clock = FETCH_FILL_BACKOFF_MIN_MS;
+    await fill(fromO2);
+    o2.answer();
+    await settle();
+    clock += 2 * FETCH_FILL_BACKOFF_MIN_MS;
+    const out = await fill(fromO2);
+
+    // Then that fetch fills from the bytes the late GET brought, without another GET
+    expect(out).toEqual(fromO2.expectedFrame());
+    expect(store.getsOf.get('wal/o2')).toBe(1);
+    expect(filter.stats).toMatchObject({ deadlineMisses: 2, backoffs: 2, referencesFilled: 2 });
+  });
+
+  it("backs off per store: while leader A's store hangs, leader B's fetches stay marked and filled", async () => {
+    // Given leader A writing to the own store, whose GETs never answer, and leader B writing to
+    // zone b's store, each fetched on its own connection
+    let clock = 0;
+    const { store, filter, objects, zoneB } = setup(() => clock, { fillDeadlineMs: SHORT_DEADLINE_MS });
+    store.hold('wal/a1');
+    const leaderA = connection();
+    const leaderB = connection();
+    const fetchB = async (key: string, first: bigint) => {
+      const sent = send(filter, 17, leaderB);
+      expect(capabilityOf(sent.forwarded, 17)).toBeDefined();
+      const pair = responsePair(
+        17,
+        [
+          {
+            topicId: TOPIC_B,
+            partitions: [
+              {
+                partitionIndex: 0,
+                batches: leaderBatches(first, 2, 4),
+                placement: [
+                  { key, in: zoneB },
+                  { key, in: zoneB },
+                ],
+              },
+            ],
+          },
+        ],
+        objects,
+      );
+      expect(await answer(filter, sent.info, pair.wire)).toEqual(pair.expectedFrame());
+    };
+
+    // When A's answer misses the deadline, and B's fetches go on
+    const a = send(filter, 17, leaderA);
+    await answer(
+      filter,
+      a.info,
+      responsePair(
+        17,
+        [
+          {
+            topicId: TOPIC_A,
+            partitions: [{ partitionIndex: 0, batches: leaderBatches(100n, 1), placement: ['wal/a1'] }],
+          },
+        ],
+        objects,
+      ).wire,
+    );
+    await fetchB('wal/b1', 700n);
+    clock = FETCH_FILL_BACKOFF_MIN_MS / 2;
+
+    // Then A's next request goes unmarked, while B's stay marked and fill
+    expect(capabilityOf(send(filter, 17, leaderA).forwarded, 17)).toBeUndefined();
+    await fetchB('wal/b2', 800n);
+    expect(filter.stats).toMatchObject({
+      deadlineMisses: 1,
+      backoffs: 1,
+      requestsDuringBackoff: 1,
+      referencesFilled: 4,
+    });
+  });
+
+  it('does not hold an answer naming a store that backs off: cached objects fill, the rest end at once', async () => {
+    // Given a store backing off after o1 missed the deadline (its GET still hanging) in an answer
+    // whose o2 filled, on one fetcher's connection
+    const { store, filter, objects } = setup(undefined, { fillDeadlineMs: SHORT_DEADLINE_MS });
+    store.hold('wal/o1');
+    const firstPair = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [
+            { partitionIndex: 0, batches: leaderBatches(100n, 1, 1), placement: ['wal/o1'] },
+            { partitionIndex: 1, batches: leaderBatches(300n, 1, 2), placement: ['wal/o2'] },
+          ],
+        },
+      ],
+      objects,
+    );
+    const b0 = leaderBatches(700n, 1, 4);
+    const pair = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [{ partitionIndex: 2, batches: leaderBatches(500n, 1, 3), placement: ['wal/o2'] }],
+        },
+        { topicId: TOPIC_B, partitions: [{ partitionIndex: 0, batches: b0, placement: ['wal/o1'] }] },
+      ],
+      objects,
+    );
+    await answer(filter, send(filter, 17, connection()).info, firstPair.wire);
+
+    // When another fetcher's first answer names o2 and o1 again
+    const out = await answer(filter, send(filter, 17, connection()).info, pair.wire);
+
+    // Then o2's batch fills from the cache, B/0 ends empty at once (no deadline waited for), and
+    // the store was not asked again
+    expectRecords(pair, TOPIC_B, 0, []);
+    expect(out).toEqual(pair.expectedFrame());
+    expect(filter.stats).toMatchObject({
+      deadlineMisses: 1,
+      backoffs: 1,
+      fallbacks: { backoff: 1, deadline: 1 },
+    });
+    expect(store.getsOf.get('wal/o1')).toBe(1);
+    expect(store.getsOf.get('wal/o2')).toBe(1);
+  });
+
+  it('counts every inline byte reaching the follower, by why it came inline', async () => {
+    // Given a filter whose store fails reads of o9
+    let clock = 0;
+    const { store, filter, objects } = setup(() => clock);
+    store.failing.add('wal/o9');
+    const bytesOf = (batches: Buffer[]) => batches.reduce((n, b) => n + b.length, 0);
+    const stock = (partitions: PartitionSpec[], version = 17) =>
+      responsePair(
+        version,
+        [
+          {
+            topicId: version >= 13 ? TOPIC_A : undefined,
+            topic: version >= 13 ? undefined : 'orders',
+            partitions,
+          },
+        ],
+        objects,
+      ).wire;
+
+    // When a v11 fetch is answered (never marked)
+    const v11 = leaderBatches(10n, 1, 9);
+    const old = requestFrame(11);
+    filter.onRequest(old.info, old.frame);
+    const v11Answer = decodeResponseFrame(stock([{ partitionIndex: 0, batches: v11 }], 11), 11);
+    filter.onResponse(
+      old.info,
+      frame([encodeResponseHeader({ correlationId: 1 }, 0), encodeFetchResponse(v11Answer, 11)]),
+    );
+    // And a marked one brings a partition without references, one with an inline segment before
+    // a reference, and one whose reference fails (so reads back off)
+    const unreferenced = leaderBatches(100n, 2, 1);
+    const mixed = leaderBatches(300n, 2, 2);
+    const marked = send(filter);
+    await answer(
+      filter,
+      marked.info,
+      stock([
+        { partitionIndex: 0, batches: unreferenced },
+        { partitionIndex: 1, batches: mixed, placement: ['inline', 'wal/o1'] },
+        { partitionIndex: 2, batches: leaderBatches(500n, 1, 3), placement: ['wal/o9'] },
+      ]),
+    );
+    // And one sent unmarked during the backoff is answered stock
+    const during = leaderBatches(600n, 3, 4);
+    const unmarked = send(filter);
+    filter.onResponse(unmarked.info, stock([{ partitionIndex: 3, batches: during }]));
+    // And after it, the partition asked inline comes inline
+    clock = FETCH_FILL_BACKOFF_MIN_MS;
+    const asked = leaderBatches(500n, 2, 3);
+    const after = send(filter);
+    filter.onResponse(after.info, stock([{ partitionIndex: 2, batches: asked }]));
+
+    // Then every inline byte is counted once, under its reason
+    expect(filter.stats.inline).toEqual({
+      unreferenced: bytesOf(unreferenced),
+      inlineSegments: bytesOf([mixed[0]!]),
+      requestedInline: bytesOf(asked),
+      backoff: bytesOf(during),
+      unmarkedByName: 0,
+      otherVersion: bytesOf(v11),
+    });
+    expect(filter.stats.inlineBytes).toBe(bytesOf([...unreferenced, mixed[0]!, ...asked, ...during, ...v11]));
+    expect(filter.stats.bytesFilled).toBe(bytesOf([mixed[1]!]));
+  });
+
+  it('fills a partition whose records are null by re-encoding the answer', async () => {
+    // Given an answer whose only partition is all references, its records null (not empty)
+    const { filter, objects } = setup();
+    const { info } = send(filter);
+    const a0 = leaderBatches(100n, 2, 1);
+    const pair = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [
+            { partitionIndex: 0, batches: a0, placement: ['wal/o1', 'wal/o1'] },
+            { partitionIndex: 1, batches: leaderBatches(300n, 1, 2) },
+          ],
+        },
+      ],
+      objects,
+    );
+    const wire = decodeResponseFrame(pair.wire, 17);
+    partitionOf(wire, TOPIC_A, 0).records = null;
+    const nullRecords = frame([RESPONSE_HEADER(42), encodeFetchResponse(wire, 17)]);
+
+    // When it goes through the filter
+    const out = await answer(filter, info, nullRecords);
+
+    // Then the follower gets the leader's bytes all the same
+    expect(out).toEqual(pair.expectedFrame());
   });
 });

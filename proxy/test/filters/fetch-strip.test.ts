@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import zlib from 'node:zlib';
 import {
   ApiKey,
   decodeFetchResponse,
@@ -10,16 +12,21 @@ import {
   FETCH_CAPABILITY_TAG,
   type FetchResponse,
   PARTITION_SEGMENTS_TAG,
+  recordBatches,
 } from '@walproxy/shared';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { collidingPair } from '../../../shared/test/helpers/crc-forge.js';
 import { sampleBatch } from '../../../shared/test/helpers/record-batches.js';
 import { FetchStripFilter } from '../../src/filters/fetch-strip.js';
 import { createLogger } from '../../src/log.js';
-import type { TopicNames } from '../../src/metadata/topic-names.js';
+import { TopicNames } from '../../src/metadata/topic-names.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { StoreHealth } from '../../src/store/store-health.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalBatchIndex } from '../../src/wal/batch-index.js';
-import type { WalAppendTicket, WalLocation } from '../../src/wal/index.js';
+import { type WalAppendTicket, type WalLocation, WalWriter } from '../../src/wal/index.js';
+import { MemoryObjectStore } from '../wal/memory-store.js';
 
 const TOPIC_ID = 'aa'.repeat(16);
 const VERSION = 17;
@@ -105,7 +112,7 @@ function fetchResponse(records: Buffer): { frame: Buffer; body: FetchResponse } 
 }
 
 function ticket(location: Promise<WalLocation>): WalAppendTicket {
-  return { durable: location } as WalAppendTicket;
+  return { durable: location, confirm: () => undefined, reject: () => undefined };
 }
 
 /** As the leader stores it: same bytes as produced except base offset and leader epoch. */
@@ -393,5 +400,345 @@ describe('FetchStripFilter per-topic hold', () => {
     // Then the batch still went as a reference: the 0 ms global hold did not apply
     const { segments } = segmentsOf(await pending);
     expect(segments?.[0]).toMatchObject({ kind: 'reference', objectKey: 'o1' });
+  });
+});
+
+describe('FetchStripFilter and CRC-32C collisions', () => {
+  it('sends inline a log batch whose CRC, length and header match a WAL batch with other records', async () => {
+    // Given batch a in the WAL, and batch b in the leader's log: same CRC-32C, length, header
+    const [a, b] = collidingPair();
+    const { index, filter } = setup();
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    await Promise.resolve();
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When a follower fetches b
+    const { frame: response } = fetchResponse(asStored(b, 0n));
+    // Then it gets the broker's bytes: b, not a reference to a's copy
+    expect(await filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.referencesSent).toBe(0);
+    expect(filter.stats.inline.digestMismatch).toBe(1);
+  });
+});
+
+/**
+ * A magic 0 or 1 message set of one message (LegacyRecord): Offset int64, MessageSize int32, CRC
+ * (CRC-32 of the rest), Magic, Attributes, [Timestamp int64 from magic 1], Key bytes, Value bytes.
+ */
+function legacyMessage(magic: 0 | 1, offset: bigint, value: string): Buffer {
+  const v = Buffer.from(value);
+  const body = Buffer.alloc(1 + 1 + (magic === 1 ? 8 : 0) + 4 + 4 + v.length);
+  let at = 0;
+  body.writeInt8(magic, at++);
+  body.writeInt8(0, at++);
+  if (magic === 1) {
+    body.writeBigInt64BE(1_700_000_000_000n, at);
+    at += 8;
+  }
+  body.writeInt32BE(-1, at); // null key
+  at += 4;
+  body.writeInt32BE(v.length, at);
+  v.copy(body, at + 4);
+  const out = Buffer.alloc(12 + 4 + body.length);
+  out.writeBigInt64BE(offset, 0);
+  out.writeInt32BE(4 + body.length, 8);
+  out.writeUInt32BE(zlib.crc32(body), 12);
+  body.copy(out, 16);
+  return out;
+}
+
+function twoPartitionResponse(p0: Buffer, p1: Buffer): { frame: Buffer; body: FetchResponse } {
+  const { body } = fetchResponse(p0);
+  const first = body.responses[0]!.partitions[0]!;
+  body.responses[0]!.partitions.push({ ...first, partitionIndex: 1, records: p1 });
+  return {
+    frame: frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]),
+    body,
+  };
+}
+
+function storedTicket(length: number): WalAppendTicket {
+  return ticket(Promise.resolve({ objectKey: 'o1', position: 28, length, objectSize: 999, uploadedAtMs: 1 }));
+}
+
+describe('FetchStripFilter and records that are not magic v2', () => {
+  it.each([0, 1] as const)(
+    'sends a magic %i partition exactly as the broker did and references the v2 partition',
+    async (magic) => {
+      // Given a v2 batch in the WAL for partition 1, and partition 0 holding an old message set
+      const { index, filter } = setup();
+      const a = sampleBatch(0n, 3, 100, 1);
+      index.add('wal-orders', 1, a, storedTicket(a.length));
+      await Promise.resolve();
+      const legacy = Buffer.concat([legacyMessage(magic, 0n, 'old-1'), legacyMessage(magic, 1n, 'old-2')]);
+      const i = info();
+      filter.onRequest(i, fetchRequest([]));
+      // When a follower's marked fetch returns both partitions
+      const { frame: response } = twoPartitionResponse(legacy, asStored(a, 0n));
+      const out = await filter.onResponse(i, response);
+      // Then partition 0 is byte for byte the broker's, partition 1 is a reference
+      const body = decodeFetchResponse(out.subarray(4 + 5), VERSION);
+      const [p0, p1] = body.responses[0]!.partitions;
+      expect(p0!.records!.equals(legacy)).toBe(true);
+      expect(p0!.taggedFields?.some((t) => t.tag === PARTITION_SEGMENTS_TAG) ?? false).toBe(false);
+      const segments = decodePartitionSegments(
+        p1!.taggedFields!.find((t) => t.tag === PARTITION_SEGMENTS_TAG)!.data,
+      );
+      expect(segments).toMatchObject([{ kind: 'reference', objectKey: 'o1' }]);
+      // And the old records are counted inline as notV2
+      expect(filter.stats.inline.notV2).toBe(1);
+      expect(filter.stats.inlineBytesByReason.notV2).toBe(legacy.length);
+    },
+  );
+
+  it('passes on garbage records untouched without throwing', async () => {
+    const { filter } = setup();
+    const garbage = Buffer.alloc(300, 0xee);
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const { frame: response } = fetchResponse(garbage);
+    expect(await filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.inline.notV2).toBe(1);
+  });
+});
+
+describe('FetchStripFilter inline byte counts', () => {
+  it('counts every inline byte of every partition, also of partitions without any WAL batch', async () => {
+    // Given a marked response: partition 0 with two batches the WAL never saw, partition 1 with a
+    // WAL batch followed by one the WAL never saw and an incomplete batch cut by size
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    const b = asStored(sampleBatch(0n, 2, 50, 2), 0n);
+    const c = asStored(sampleBatch(0n, 2, 70, 3), 2n);
+    const d = asStored(sampleBatch(0n, 1, 30, 4), 3n);
+    const partial = asStored(sampleBatch(0n, 5, 40, 5), 10n).subarray(0, 80);
+    index.add('wal-orders', 1, a, storedTicket(a.length));
+    await Promise.resolve();
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const { frame: response } = twoPartitionResponse(
+      Buffer.concat([b, c]),
+      Buffer.concat([asStored(a, 0n), d, partial]),
+    );
+    await filter.onResponse(i, response);
+    // Then every inline byte is counted, by reason
+    const inlineBytes = b.length + c.length + d.length + partial.length;
+    expect(filter.stats.inlineBytes).toBe(inlineBytes);
+    expect(filter.stats.inlineBytesByReason).toMatchObject({
+      notInWal: b.length + c.length + d.length,
+      partialBatch: 80,
+    });
+    expect(filter.stats.bytesReferenced).toBe(a.length);
+  });
+
+  it('counts the inline bytes of a response none of whose batches are in the WAL', async () => {
+    const { filter } = setup();
+    const b = asStored(sampleBatch(0n, 2, 50, 2), 0n);
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const { frame: response } = fetchResponse(b);
+    expect(await filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.inlineBytes).toBe(b.length);
+  });
+});
+
+describe('FetchStripFilter on mutated real responses', () => {
+  const golden = readFileSync(
+    new URL('../../../shared/test/fixtures/golden/Fetch-v18-response-replica-2.bin', import.meta.url),
+  );
+  const real = Buffer.concat([Buffer.alloc(4), golden]);
+  real.writeInt32BE(golden.length, 0);
+
+  it('never throws and never changes a byte of partitions it does not reference', async () => {
+    const decoded = decodeFetchResponse(golden.subarray(5), 18);
+    const allRecords = decoded.responses
+      .flatMap((t) => t.partitions.map((p) => p.records))
+      .filter((r) => r !== null);
+    expect(allRecords.some((r) => r.length > 0)).toBe(true);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({ at: fc.nat({ max: real.length - 5 }), value: fc.integer({ min: 0, max: 255 }) }),
+          {
+            minLength: 1,
+            maxLength: 8,
+          },
+        ),
+        async (mutations) => {
+          const mutated = Buffer.from(real);
+          for (const m of mutations) mutated[4 + 1 + m.at] = m.value;
+          // Every complete batch of the original is in the WAL (the strip may reference it)
+          const index = new WalBatchIndex();
+          const topicNames = { nameOf: () => 'wal-orders' } as unknown as TopicNames;
+          for (const t of decoded.responses) {
+            for (const p of t.partitions) {
+              for (const batch of recordBatches(p.records ?? Buffer.alloc(0))) {
+                if (!batch.partial)
+                  index.add(
+                    'wal-orders',
+                    p.partitionIndex,
+                    Buffer.from(batch.bytes()),
+                    storedTicket(batch.size),
+                  );
+              }
+            }
+          }
+          await Promise.resolve();
+          const filter = new FetchStripFilter({
+            index,
+            topicNames,
+            maxHoldMs: 0,
+            storeUrl: STORE,
+            log: createLogger('silent'),
+          });
+          const i: RequestInfo = { apiKey: ApiKey.Fetch, apiVersion: 18, correlationId: 1 };
+          filter.onRequest(i, fetchRequestV18());
+          const out = await filter.onResponse(i, mutated);
+          if (out === mutated) return;
+          // A rewritten response: every partition without segments is byte for byte the input's
+          const before = decodeFetchResponse(mutated.subarray(4 + 5), 18);
+          const after = decodeFetchResponse(out.subarray(4 + 5), 18);
+          for (const [t, topic] of after.responses.entries()) {
+            for (const [p, partition] of topic.partitions.entries()) {
+              const original = before.responses[t]!.partitions[p]!;
+              const segmentsTag = partition.taggedFields?.find((x) => x.tag === PARTITION_SEGMENTS_TAG);
+              if (segmentsTag === undefined) {
+                expect(partition).toEqual(original);
+                continue;
+              }
+              // A referenced partition: its inline segments are the input's bytes, in order
+              const segments = decodePartitionSegments(segmentsTag.data);
+              const inlineLength = segments
+                .filter((s) => s.kind === 'inline')
+                .reduce((n, s) => n + s.length, 0);
+              expect(partition.records!.length).toBe(inlineLength);
+            }
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+function fetchRequestV18(): Buffer {
+  return frame([
+    encodeRequestHeader({
+      apiKey: ApiKey.Fetch,
+      apiVersion: 18,
+      correlationId: 1,
+      clientId: 'broker-2-fetcher-0',
+    }),
+    encodeFetchRequest(
+      {
+        maxWaitMs: 500,
+        minBytes: 1,
+        maxBytes: 10 << 20,
+        isolationLevel: 0,
+        sessionId: 0,
+        sessionEpoch: 0,
+        topics: [],
+        forgottenTopicsData: [],
+        rackId: '',
+        replicaState: { replicaId: 2, replicaEpoch: 7n },
+        taggedFields: [{ tag: FETCH_CAPABILITY_TAG, data: encodeFetchCapability({ inlineRequests: [] }) }],
+      },
+      18,
+    ),
+  ]);
+}
+
+describe('FetchStripFilter while the store is degraded', () => {
+  it('sends a batch still uploading inline at once instead of holding the response', async () => {
+    // Given a degraded store and a batch whose upload never ends
+    const health = new StoreHealth({ store: STORE, probe: async () => {}, log: createLogger('silent') });
+    health.markDegraded('test');
+    const index = new WalBatchIndex();
+    const topicNames = { nameOf: () => 'wal-orders' } as unknown as TopicNames;
+    const filter = new FetchStripFilter({
+      index,
+      topicNames,
+      maxHoldMs: 60_000,
+      storeUrl: STORE,
+      health,
+      log: createLogger('silent'),
+    });
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add('wal-orders', 0, a, ticket(new Promise(() => undefined)));
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When a follower fetches it, then the broker's bytes go at once: no hold
+    const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.holds).toBe(0);
+    expect(filter.stats.inline.storeDegraded).toBe(1);
+  });
+});
+
+describe('FetchStripFilter confirms what the leader appended', () => {
+  it('confirms a tentative batch it finds in the leader log, and references it once stored', async () => {
+    // Given an acks=0 batch, tentative in the writer: no Produce answer will ever confirm it
+    const store = new MemoryObjectStore();
+    const writer = new WalWriter({ store, brokerId: 1, lingerMs: 1 });
+    const { index, filter } = setup(5_000);
+    const a = sampleBatch(0n, 3, 100, 1);
+    const t = writer.append({ topicName: 'wal-orders', partition: 0, batch: a }, { tentative: true });
+    index.add('wal-orders', 0, a, t);
+    // When a follower's fetch finds it in the leader's log
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const out = await filter.onResponse(i, fetchResponse(asStored(a, 0n)).frame);
+    // Then the writer stored it and the follower got a reference
+    expect(store.objects.size).toBe(1);
+    expect(segmentsOf(out).segments?.[0]).toMatchObject({ kind: 'reference' });
+    await writer.close();
+  });
+});
+
+describe('FetchStripFilter and a topic created a moment ago', () => {
+  it('waits (within the hold) for its name, so its first batches are referenced and confirmed', async () => {
+    // Given a topic the sidecar's id map does not name yet, and its first batch, tentative
+    const topicNames = new TopicNames({ host: '127.0.0.1', port: 1 }, createLogger('silent'), {
+      fetchNames: async () => new Map([[TOPIC_ID, 'wal-orders']]),
+    });
+    const store = new MemoryObjectStore();
+    const writer = new WalWriter({ store, brokerId: 1, lingerMs: 1 });
+    const index = new WalBatchIndex();
+    const filter = new FetchStripFilter({
+      index,
+      topicNames,
+      maxHoldMs: 2_000,
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      writer.append({ topicName: 'wal-orders', partition: 0, batch: a }, { tentative: true }),
+    );
+    // When a follower fetches it
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    const out = await filter.onResponse(i, fetchResponse(asStored(a, 0n)).frame);
+    // Then it went as a reference, and the WAL stored it
+    expect(segmentsOf(out).segments?.[0]).toMatchObject({ kind: 'reference' });
+    expect(store.objects.size).toBe(1);
+    expect(filter.stats.inline.unknownTopic).toBe(0);
+    await writer.close();
   });
 });

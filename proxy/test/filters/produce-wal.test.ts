@@ -12,9 +12,10 @@ import { describe, expect, it } from 'vitest';
 import { makeBatch } from '../../../shared/test/wal/batches.js';
 import { ProduceWalFilter } from '../../src/filters/produce-wal.js';
 import { createLogger } from '../../src/log.js';
-import type { TopicNames } from '../../src/metadata/topic-names.js';
+import { TopicNames } from '../../src/metadata/topic-names.js';
 import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { StoreHealth } from '../../src/store/store-health.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalWriter } from '../../src/wal/index.js';
 import { MemoryObjectStore } from '../wal/memory-store.js';
@@ -36,15 +37,19 @@ function produceRequest(
   topic: { name?: string; topicId?: string },
   batch: Buffer,
 ): Buffer {
+  return produceRequestOf(version, acks, topic, [{ index: 0, records: batch }]);
+}
+
+function produceRequestOf(
+  version: number,
+  acks: number,
+  topic: { name?: string; topicId?: string },
+  partitionData: Array<{ index: number; records: Buffer }>,
+): Buffer {
   return frame([
     encodeRequestHeader({ apiKey: ApiKey.Produce, apiVersion: version, correlationId: 5, clientId: 'test' }),
     encodeProduceRequest(
-      {
-        transactionalId: null,
-        acks,
-        timeoutMs: 30_000,
-        topicData: [{ ...topic, partitionData: [{ index: 0, records: batch }] }],
-      },
+      { transactionalId: null, acks, timeoutMs: 30_000, topicData: [{ ...topic, partitionData }] },
       version,
     ),
   ]);
@@ -55,6 +60,14 @@ function produceResponse(
   topic: { name?: string; topicId?: string },
   baseOffset: bigint,
 ): Buffer {
+  return produceResponseOf(version, topic, [{ index: 0, errorCode: 0, baseOffset }]);
+}
+
+function produceResponseOf(
+  version: number,
+  topic: { name?: string; topicId?: string },
+  partitions: Array<{ index: number; errorCode: number; baseOffset: bigint }>,
+): Buffer {
   return frame([
     encodeResponseHeader({ correlationId: 5 }, version >= 9 ? 1 : 0),
     encodeProduceResponse(
@@ -62,17 +75,14 @@ function produceResponse(
         responses: [
           {
             ...topic,
-            partitionResponses: [
-              {
-                index: 0,
-                errorCode: 0,
-                baseOffset,
-                logAppendTimeMs: -1n,
-                logStartOffset: 0n,
-                recordErrors: [],
-                errorMessage: null,
-              },
-            ],
+            partitionResponses: partitions.map((p) => ({
+              ...p,
+              baseOffset: p.errorCode === 0 ? p.baseOffset : -1n,
+              logAppendTimeMs: -1n,
+              logStartOffset: 0n,
+              recordErrors: [],
+              errorMessage: null,
+            })),
           },
         ],
         throttleTimeMs: 0,
@@ -83,13 +93,19 @@ function produceResponse(
 }
 
 function setup(
-  options: { names?: Map<string, string>; resolveLater?: Promise<void>; durableAck?: boolean } = {},
+  options: {
+    names?: Map<string, string>;
+    resolveLater?: Promise<void>;
+    durableAck?: boolean;
+    health?: StoreHealth;
+  } = {},
 ) {
   const store = new MemoryObjectStore();
   const writer = new WalWriter({ store, brokerId: 1, lingerMs: 5 });
   const names = options.names ?? new Map<string, string>();
   const topicNames = {
     nameOf: (id: string) => names.get(id),
+    isUnknown: () => false,
     resolve: async (id: string) => {
       await options.resolveLater;
       return names.get(id);
@@ -108,7 +124,14 @@ function setup(
     },
     [{ pattern: 'wal-*', settings: { wal: true } }],
   );
-  const filter = new ProduceWalFilter({ writer, policy, topicNames, publisher, log: createLogger('silent') });
+  const filter = new ProduceWalFilter({
+    writer,
+    policy,
+    topicNames,
+    publisher,
+    ...(options.health ? { health: options.health } : {}),
+    log: createLogger('silent'),
+  });
   return { store, writer, filter, published, names };
 }
 
@@ -182,6 +205,8 @@ describe('ProduceWalFilter', () => {
       baseOffset: -1n,
     });
     expect(filter.stats.durableAckFailures).toBe(1);
+    // And it is counted as what it is: an error answered for a batch the broker had appended
+    expect(filter.stats.durableAckFailuresAfterAppend).toBe(1);
   });
 
   it('does not wait for an acks=0 request, which has no response', () => {
@@ -189,5 +214,156 @@ describe('ProduceWalFilter', () => {
     const decision = filter.onRequest(info(9), produceRequest(9, 0, { name: 'wal-orders' }, makeBatch()));
     expect(decision).toMatchObject({ action: 'forward', expectResponse: false });
     expect(writer.stats.pendingBytes).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ['magic 1', (b: Buffer) => b.writeInt8(1, 16)],
+    ['magic 0', (b: Buffer) => b.writeInt8(0, 16)],
+    ['a Length below the v2 header', (b: Buffer) => b.writeInt32BE(20, 8)],
+    ['a batch cut short', (b: Buffer) => b.writeInt32BE(b.length, 8)],
+  ])(
+    'forwards a partition with %s for the broker to judge, and copies the other partitions',
+    async (_, spoil) => {
+      // Given a Produce with a batch the WAL cannot read in partition 0 and a good one in partition 1
+      const { filter, store } = setup();
+      const bad = makeBatch({ records: Buffer.from('bad') });
+      spoil(bad);
+      const good = makeBatch({ records: Buffer.from('good') });
+      const request = produceRequestOf(9, -1, { name: 'wal-orders' }, [
+        { index: 0, records: bad },
+        { index: 1, records: good },
+      ]);
+      const i = info(9);
+      // When it passes, then it is forwarded as it came, without throwing (the connection stays open)
+      expect(filter.onRequest(i, request)).toEqual({
+        action: 'forward',
+        frame: request,
+        expectResponse: true,
+      });
+      // And only partition 1's batch goes to the WAL
+      expect(filter.stats).toMatchObject({ batchesCopied: 1, partitionsNotCopied: 1 });
+      // (the broker refuses partition 0 and appends partition 1)
+      await filter.onResponse(
+        i,
+        produceResponseOf(9, { name: 'wal-orders' }, [
+          { index: 0, errorCode: ErrorCode.CORRUPT_MESSAGE, baseOffset: -1n },
+          { index: 1, errorCode: 0, baseOffset: 0n },
+        ]),
+      );
+      const [object] = [...store.objects.values()];
+      const entries = parseWalObject(object!).entries;
+      expect(entries.map((e) => e.partition)).toEqual([1]);
+    },
+  );
+
+  describe('while the store is degraded', () => {
+    const degraded = () => {
+      const health = new StoreHealth({
+        store: 'memory://',
+        probe: async () => {},
+        log: createLogger('silent'),
+      });
+      health.markDegraded('test');
+      return health;
+    };
+
+    it('copies nothing of a topic without durable ack and does not hold its response', () => {
+      // Given a degraded store and a topic without durable ack
+      const { filter, writer } = setup({ durableAck: false, health: degraded() });
+      const i = info(9);
+      const batch = makeBatch();
+      // When a Produce passes
+      filter.onRequest(i, produceRequest(9, -1, { name: 'wal-orders' }, batch));
+      // Then nothing is copied (it replicates inline), and the response goes at once
+      expect(writer.stats.pendingBytes).toBe(0);
+      expect(filter.stats).toMatchObject({
+        batchesCopied: 0,
+        batchesNotCopiedStoreDegraded: 1,
+        bytesNotCopiedStoreDegraded: batch.length,
+      });
+      const response = produceResponse(9, { name: 'wal-orders' }, 3n);
+      expect(filter.onResponse(i, response)).toBe(response);
+    });
+
+    it('still copies a durable-ack topic, whose producer asked to wait for the store', () => {
+      const { filter, writer } = setup({ durableAck: true, health: degraded() });
+      filter.onRequest(info(9), produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
+      expect(writer.stats.pendingBytes).toBeGreaterThan(0);
+      expect(filter.stats.batchesCopied).toBe(1);
+    });
+  });
+
+  describe('Produce v13 naming ids the local broker does not name', () => {
+    it('costs at most one Metadata refresh a second and holds no response once the id is known unknown', async () => {
+      // Given a sidecar whose broker names no topic (Describe granted on other topics only)
+      let fetches = 0;
+      const topicNames = new TopicNames({ host: '127.0.0.1', port: 1 }, createLogger('silent'), {
+        fetchNames: async () => {
+          fetches++;
+          return new Map();
+        },
+      });
+      const { filter } = setup();
+      Object.assign(filter, { deps: { ...(filter as unknown as { deps: object }).deps, topicNames } });
+      const send = () => {
+        const i = info(13);
+        filter.onRequest(i, produceRequest(13, -1, { topicId: TOPIC_ID }, makeBatch()));
+        return filter.onResponse(i, produceResponse(13, { topicId: TOPIC_ID }, 0n));
+      };
+      // When the first Produce for the id arrives, its response waits for one refresh
+      await send();
+      expect(fetches).toBe(1);
+      // And 200 more follow at once
+      const held: unknown[] = [];
+      for (let n = 0; n < 200; n++) {
+        const released = send();
+        if (released instanceof Promise) held.push(released);
+      }
+      // Then none of them is held and none asks the broker again
+      expect(held).toEqual([]);
+      expect(fetches).toBe(1);
+      expect(filter.stats.unknownTopicIds).toBe(201);
+    });
+  });
+
+  describe('a Produce the broker refuses', () => {
+    it.each([true, false])(
+      'never lands in the bucket (durable ack %s); the accepted partition does',
+      async (durableAck) => {
+        // Given a Produce with batches for partitions 0 and 1
+        const { filter, store, writer } = setup({ durableAck });
+        const refused = makeBatch({ records: Buffer.from('refused') });
+        const accepted = makeBatch({ records: Buffer.from('accepted') });
+        const i = info(9);
+        filter.onRequest(
+          i,
+          produceRequestOf(9, -1, { name: 'wal-orders' }, [
+            { index: 0, records: refused },
+            { index: 1, records: accepted },
+          ]),
+        );
+        // When the broker refuses partition 0 (e.g. no Write ACL, UNKNOWN_TOPIC_OR_PARTITION) and appends 1
+        await filter.onResponse(
+          i,
+          produceResponseOf(9, { name: 'wal-orders' }, [
+            { index: 0, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, baseOffset: -1n },
+            { index: 1, errorCode: 0, baseOffset: 7n },
+          ]),
+        );
+        await writer.flush();
+        // Then only the accepted batch is in an object
+        const stored = [...store.objects.values()].flatMap((o) =>
+          parseWalObject(o).entries.map((e) => o.subarray(e.position, e.position + e.length)),
+        );
+        expect(stored).toEqual([accepted]);
+        expect(writer.stats.batchesRejected).toBe(1);
+      },
+    );
+
+    it('keeps acks=0 batches tentative until a follower fetch confirms them', () => {
+      const { filter, writer } = setup();
+      filter.onRequest(info(9), produceRequest(9, 0, { name: 'wal-orders' }, makeBatch()));
+      expect(writer.stats.tentativeBatches).toBe(1);
+    });
   });
 });

@@ -1,10 +1,10 @@
-import type { FetchFillStats } from '../../src/filters/fetch-fill.js';
-import type { FetchStripStats } from '../../src/filters/fetch-strip.js';
+import { FetchFillFilter, type FetchFillStats } from '../../src/filters/fetch-fill.js';
+import { type FetchStripStats, newFetchStripStats } from '../../src/filters/fetch-strip.js';
 import type { ProduceWalStats } from '../../src/filters/produce-wal.js';
 import { createLogger } from '../../src/log.js';
 import { newListenerCounters } from '../../src/net/counters.js';
 import type { TelemetrySources } from '../../src/telemetry/index.js';
-import type { WalRangeReaderStats } from '../../src/wal/range-reader.js';
+import { newRangeReaderStats, type WalRangeReaderStats } from '../../src/wal/range-reader.js';
 import type { WalWriterStats } from '../../src/wal/wal-writer.js';
 
 export const silentLog = createLogger('silent');
@@ -22,36 +22,11 @@ export function fakeSources() {
     unsupportedVersions: 0,
     batchesNotCopied: 0,
   };
-  const fetchStrip: FetchStripStats = {
-    responsesRewritten: 0,
-    referencesSent: 0,
-    bytesReferenced: 0,
-    inlineBytes: 0,
-    inline: { notInWal: 0, notStoredInTime: 0, requestedInline: 0, unknownTopic: 0 },
-    holds: 0,
-    holdMsTotal: 0,
-    holdMsMax: 0,
-  };
-  const fetchFill: FetchFillStats = {
-    requestsMarked: 0,
-    requestsUnmarked: 0,
-    responsesFilled: 0,
-    referencesFilled: 0,
-    bytesFilled: 0,
-    inlineBytes: 0,
-    fallbacks: { getFailed: 0, crcMismatch: 0, lengthMismatch: 0, malformed: 0 },
-    pendingInline: 0,
-    pendingExpired: 0,
-    fillLatencyMs: { sum: 0, count: 0, max: 0 },
-  };
-  const reader: WalRangeReaderStats = {
-    gets: 0,
-    bytesFetched: 0,
-    cacheHits: 0,
-    cacheMisses: 0,
-    sharedGets: 0,
-    cachedBytes: 0,
-  };
+  const fetchStrip: FetchStripStats = newFetchStripStats();
+
+  // The follower side's own stats objects, so the fixture has every field they have.
+  const fetchFill: FetchFillStats = new FetchFillFilter({ readerFor: () => undefined, log: silentLog }).stats;
+  const reader: WalRangeReaderStats = newRangeReaderStats();
   const writer: WalWriterStats = {
     objectsUploaded: 0,
     bytesUploaded: 0,

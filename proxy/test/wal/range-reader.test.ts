@@ -1,18 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import type { ByteRange } from '../../src/store/index.js';
-import { WalRangeReader } from '../../src/wal/range-reader.js';
+import type { ByteRange, ObjectStoreCallOptions } from '../../src/store/index.js';
+import { newRangeReaderStats, WalRangeReader } from '../../src/wal/range-reader.js';
 import { type Gate, gate, MemoryObjectStore, unreachable } from './memory-store.js';
 
 /** Records every GET and lets a test hold or fail it. */
 class RecordingStore extends MemoryObjectStore {
   readonly gets: { key: string; range: ByteRange | undefined }[] = [];
+  /** The signal each GET got, in call order. */
+  readonly signals: (AbortSignal | undefined)[] = [];
   getsRunning = 0;
   maxGetsRunning = 0;
   /** Runs before each GET reads; `call` counts from 1. */
   beforeGet: (key: string, call: number) => Promise<void> = async () => {};
 
-  override async get(key: string, range?: ByteRange): Promise<Buffer> {
+  override async get(key: string, range?: ByteRange, options?: ObjectStoreCallOptions): Promise<Buffer> {
     const call = this.gets.push({ key, range });
+    this.signals.push(options?.signal);
     this.getsRunning++;
     this.maxGetsRunning = Math.max(this.maxGetsRunning, this.getsRunning);
     try {
@@ -41,47 +44,114 @@ function settle(): Promise<void> {
 }
 
 describe('WalRangeReader', () => {
-  it('reads every range of one object with one GET spanning them', async () => {
+  it('reads an object whole on first touch, so later ranges of it need no GET', async () => {
     // Given an object of 1,000 bytes
     const store = storeWith({ 'wal/a': 1000 });
     const reader = new WalRangeReader({ store });
 
-    // When three ranges of it are read in one call
+    // When three ranges of it are read in one call, then ranges outside those in a second call
+    // (an object split across successive fetches)
     const ranges = [
       { offset: 500, length: 20 },
       { offset: 100, length: 5 },
       { offset: 40, length: 10 },
     ];
     const got = await reader.read('wal/a', ranges);
+    const later = await reader.read('wal/a', [
+      { offset: 0, length: 40 },
+      { offset: 900, length: 100 },
+    ]);
 
-    // Then one GET covers them all, and each buffer holds the object's bytes
-    expect(store.gets).toEqual([{ key: 'wal/a', range: { offset: 40, length: 480 } }]);
+    // Then one GET without a Range read the whole object, and each buffer holds its bytes
+    expect(store.gets).toEqual([{ key: 'wal/a', range: undefined }]);
     const whole = store.objects.get('wal/a')!;
     expect(got).toEqual(ranges.map((r) => whole.subarray(r.offset, r.offset + r.length)));
-    expect(reader.stats).toMatchObject({ gets: 1, bytesFetched: 480, cacheMisses: 1, cachedBytes: 480 });
+    expect(later).toEqual([whole.subarray(0, 40), whole.subarray(900, 1000)]);
+    expect(reader.stats).toMatchObject({
+      gets: 1,
+      wholeObjectGets: 1,
+      objectsRead: 1,
+      bytesFetched: 1000,
+      cacheMisses: 1,
+      cacheHits: 1,
+      cachedBytes: 1000,
+    });
   });
 
-  it('serves ranges inside a span it fetched from the cache', async () => {
-    // Given a span already read
+  it('reads an object the ranges show to be big in ranges: only bytes no cached span holds, merged', async () => {
+    // Given objects read whole only up to 300 bytes, and a 1,000-byte object
     const store = storeWith({ 'wal/a': 1000 });
-    const reader = new WalRangeReader({ store });
-    await reader.read('wal/a', [{ offset: 100, length: 400 }]);
-
-    // When ranges inside it are read, then one outside it
-    const inside = await reader.read('wal/a', [
-      { offset: 150, length: 10 },
-      { offset: 400, length: 100 },
-    ]);
-    await reader.read('wal/a', [{ offset: 450, length: 100 }]);
-
-    // Then only the range outside needs a GET
+    const reader = new WalRangeReader({ store, wholeObjectMaxBytes: 300 });
     const whole = store.objects.get('wal/a')!;
-    expect(inside).toEqual([whole.subarray(150, 160), whole.subarray(400, 500)]);
-    expect(store.gets.map((g) => g.range)).toEqual([
-      { offset: 100, length: 400 },
+
+    // When a span is read, then ranges overlapping it and past it, then ranges next to those,
+    // then ranges across all of them
+    const first = await reader.read('wal/a', [{ offset: 100, length: 400 }]);
+    const overlapping = await reader.read('wal/a', [
+      { offset: 150, length: 10 },
       { offset: 450, length: 100 },
     ]);
-    expect(reader.stats).toMatchObject({ cacheHits: 1, cacheMisses: 2 });
+    const next = await reader.read('wal/a', [{ offset: 550, length: 50 }]);
+    const across = await reader.read('wal/a', [
+      { offset: 120, length: 30 },
+      { offset: 540, length: 40 },
+    ]);
+
+    // Then each GET asked only for the bytes not cached yet, the spans merged into one, and the
+    // read across them needed no GET
+    expect([...first, ...overlapping, ...next, ...across]).toEqual([
+      whole.subarray(100, 500),
+      whole.subarray(150, 160),
+      whole.subarray(450, 550),
+      whole.subarray(550, 600),
+      whole.subarray(120, 150),
+      whole.subarray(540, 580),
+    ]);
+    expect(store.gets.map((g) => g.range)).toEqual([
+      { offset: 100, length: 400 },
+      { offset: 500, length: 50 },
+      { offset: 550, length: 50 },
+    ]);
+    expect(reader.stats).toMatchObject({
+      gets: 3,
+      wholeObjectGets: 0,
+      objectsRead: 1,
+      cacheHits: 1,
+      cachedBytes: 500,
+    });
+  });
+
+  it('fails a range past the end of a whole object, and serves the others', async () => {
+    // Given a 100-byte object read whole
+    const store = storeWith({ 'wal/a': 100 });
+    const reader = new WalRangeReader({ store });
+    await reader.read('wal/a', [{ offset: 0, length: 10 }]);
+
+    // When a range running past its end is read, then one inside it
+    const past = reader.read('wal/a', [{ offset: 90, length: 20 }]);
+
+    // Then the first fails as an invalid range, without another GET, and the second is served
+    await expect(past).rejects.toMatchObject({ code: 'WALPROXY_ERR_STORE_INVALID_RANGE' });
+    expect(await reader.read('wal/a', [{ offset: 90, length: 10 }])).toEqual([
+      store.objects.get('wal/a')!.subarray(90, 100),
+    ]);
+    expect(store.gets).toHaveLength(1);
+  });
+
+  it('peeks at the cache without asking the store', async () => {
+    // Given one object cached and one not
+    const store = storeWith({ 'wal/a': 100, 'wal/b': 100 });
+    const reader = new WalRangeReader({ store });
+    await reader.read('wal/a', [{ offset: 0, length: 1 }]);
+
+    // When ranges of both are peeked at
+    const a = reader.peek('wal/a', [{ offset: 10, length: 5 }]);
+    const b = reader.peek('wal/b', [{ offset: 10, length: 5 }]);
+
+    // Then the cached one answers, the other is undefined, and no GET was sent for it
+    expect(a).toEqual([store.objects.get('wal/a')!.subarray(10, 15)]);
+    expect(b).toBeUndefined();
+    expect(store.gets.map((g) => g.key)).toEqual(['wal/a']);
   });
 
   it('shares a GET in flight with reads whose ranges it covers', async () => {
@@ -159,10 +229,11 @@ describe('WalRangeReader', () => {
     expect(store.gets).toHaveLength(2);
   });
 
-  it('rejects a short read instead of returning fewer bytes', async () => {
-    // Given an object of 100 bytes (the memory store answers past its end with fewer bytes)
+  it('rejects a short ranged read instead of returning fewer bytes', async () => {
+    // Given an object of 100 bytes (the memory store answers past its end with fewer bytes),
+    // read in ranges
     const store = storeWith({ 'wal/a': 100 });
-    const reader = new WalRangeReader({ store });
+    const reader = new WalRangeReader({ store, wholeObjectMaxBytes: 0 });
 
     // When a range running past its end is read
     const read = reader.read('wal/a', [{ offset: 50, length: 100 }]);
@@ -197,9 +268,9 @@ describe('WalRangeReader', () => {
   });
 
   it('answers empty ranges without a GET', async () => {
-    // Given an object
+    // Given an object read in ranges
     const store = storeWith({ 'wal/a': 100 });
-    const reader = new WalRangeReader({ store });
+    const reader = new WalRangeReader({ store, wholeObjectMaxBytes: 0 });
 
     // When no range, or only empty ranges, are read, then an empty range among others
     const none = await reader.read('wal/a', []);
@@ -224,8 +295,49 @@ describe('WalRangeReader', () => {
     // Then it says so
     expect(() => new WalRangeReader({ store, maxConcurrentGets: 0 })).toThrow(RangeError);
     expect(() => new WalRangeReader({ store, maxCacheBytes: -1 })).toThrow(RangeError);
+    expect(() => new WalRangeReader({ store, wholeObjectMaxBytes: 1.5 })).toThrow(RangeError);
     await expect(new WalRangeReader({ store }).read('wal/a', [{ offset: -1, length: 5 }])).rejects.toThrow(
       RangeError,
     );
+  });
+
+  it('closes at once: reads waiting on a GET, running or queued, reject, and the GET is aborted', async () => {
+    // Given one GET at a time, a GET that never answers, and a read queued behind it
+    const store = storeWith({ 'wal/a': 10, 'wal/b': 10 });
+    store.beforeGet = () => new Promise(() => {});
+    const reader = new WalRangeReader({ store, maxConcurrentGets: 1 });
+    const all = [{ offset: 0, length: 10 }];
+    const running = reader.read('wal/a', all);
+    const joined = reader.read('wal/a', all);
+    const queued = reader.read('wal/b', all);
+    await settle();
+
+    // When the reader closes
+    reader.close();
+
+    // Then every read rejects without waiting for the store, the store's GET got an aborted
+    // signal, and later reads reject too
+    await expect(running).rejects.toThrow(/closed/);
+    await expect(joined).rejects.toThrow(/closed/);
+    await expect(queued).rejects.toThrow(/closed/);
+    expect(store.gets.map((g) => g.key)).toEqual(['wal/a']);
+    expect(store.signals[0]?.aborted).toBe(true);
+    await expect(reader.read('wal/b', all)).rejects.toThrow(/closed/);
+  });
+
+  it('adds to the counters it is given, so readers of several stores count as one', async () => {
+    // Given two readers of two stores sharing one set of counters
+    const shared = newRangeReaderStats();
+    const a = new WalRangeReader({ store: storeWith({ 'wal/a': 100 }), stats: shared });
+    const b = new WalRangeReader({ store: storeWith({ 'wal/b': 50 }), stats: shared });
+
+    // When each reads its object
+    await a.read('wal/a', [{ offset: 0, length: 10 }]);
+    await b.read('wal/b', [{ offset: 0, length: 10 }]);
+
+    // Then the counters hold both, and closing one takes only its bytes out of the cache size
+    expect(shared).toMatchObject({ gets: 2, objectsRead: 2, bytesFetched: 150, cachedBytes: 150 });
+    a.close();
+    expect(shared.cachedBytes).toBe(50);
   });
 });

@@ -370,7 +370,7 @@ describe('zone-local produce: references between sidecars', () => {
     logBatch.writeBigInt64BE(100n, 0);
     logBatch.writeInt32BE(4, 12);
     const found = s.index.lookup('zl-orders', 0, recordBatchAt(logBatch, 0) as RecordBatch);
-    expect(found?.location).toMatchObject({ store: ZONE_A_STORE, objectKey: key });
+    expect(found.found?.location).toMatchObject({ store: ZONE_A_STORE, objectKey: key });
   });
 
   it('keeps bytes for topics not zone-local, acks=0, a degraded store, and a leader in its own zone', async () => {

@@ -1,0 +1,220 @@
+// SVG charts of the benchmark results, for docs/benchmarks.md: `make bench-charts` (and the end of
+// `make bench`) renders one chart per result file that exists under .runs/bench/ into
+// docs/charts/. Apache ECharts renders them in Node with its server-side SVG renderer: no
+// browser, no canvas, no DOM.
+//   npx tsx e2e/bench/charts.ts [--results <dir>] [--out <dir>]
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as echarts from 'echarts';
+import { repoRoot } from '../src/cluster/paths.js';
+
+/** `.runs/bench/replication.json` (issue #13): one entry per arm. */
+export interface ReplicationResults {
+  arms: Record<
+    string,
+    {
+      mbps?: number;
+      p50_ms_1mbps?: number;
+      p99_ms_1mbps?: number;
+      p50_ms_5mbps?: number;
+      p99_ms_5mbps?: number;
+      sidecar_cpu_s_per_gb?: number;
+      peak_rss_mb?: number;
+      cross_zone_ratio?: number;
+    }
+  >;
+}
+
+/** `.runs/bench/pass-through.json` (issue #13). */
+export interface PassThroughResults {
+  arms: Record<string, { produce_cpu_s_per_gib?: number; consume_cpu_s_per_gib?: number }>;
+}
+
+/** `.runs/bench/cost.json` (issue #14): one entry per rate per broker. */
+export interface CostResults {
+  rates: Array<{
+    mbps_per_broker: number;
+    object_bytes_p50?: number;
+    saved_fraction: number;
+    p99_added_ms?: number;
+    budget_ms?: number;
+  }>;
+}
+
+export interface BenchResults {
+  replication?: ReplicationResults;
+  passThrough?: PassThroughResults;
+  cost?: CostResults;
+}
+
+const WIDTH = 720;
+const HEIGHT = 400;
+const FONT = { fontFamily: 'sans-serif', fontSize: 13 };
+
+function svg(option: echarts.EChartsCoreOption): string {
+  const chart = echarts.init(null, null, { renderer: 'svg', ssr: true, width: WIDTH, height: HEIGHT });
+  try {
+    chart.setOption({ animation: false, textStyle: FONT, backgroundColor: '#fff', ...option });
+    return `${chart.renderToSVGString()}\n`;
+  } finally {
+    chart.dispose();
+  }
+}
+
+/** One colour per arm, so an arm's p50 and p99 lines match. */
+const PALETTE = ['#5470c6', '#91cc75', '#ee6666', '#73c0de', '#fac858', '#9a60b4'];
+const xName = (name: string) => ({ name, nameLocation: 'middle', nameGap: 28 });
+const title = (text: string, subtext?: string) => ({
+  text,
+  subtext,
+  left: 'center',
+  textStyle: { fontSize: 15 },
+});
+
+/** p50 and p99 produce latency at 1 and 5 MB/s, one line per arm and percentile. */
+function latencyVsRate(r: ReplicationResults): string {
+  const series = Object.entries(r.arms).flatMap(([arm, a], i) =>
+    (['p50', 'p99'] as const).map((p) => ({
+      name: `${arm} ${p}`,
+      type: 'line',
+      symbolSize: 7,
+      color: PALETTE[i % PALETTE.length],
+      lineStyle: { type: p === 'p50' ? 'dashed' : 'solid' },
+      data: [
+        [1, a[`${p}_ms_1mbps`]],
+        [5, a[`${p}_ms_5mbps`]],
+      ].filter(([, v]) => v !== undefined),
+    })),
+  );
+  return svg({
+    title: title('Produce latency vs rate, per arm', 'acks=all, three zones (replication benchmark)'),
+    legend: { bottom: 0 },
+    grid: { top: 70, bottom: 95, left: 60, right: 30 },
+    xAxis: { type: 'value', ...xName('MB/s'), min: 0, max: 6 },
+    yAxis: { type: 'value', name: 'ms' },
+    series,
+  });
+}
+
+/** Sidecar CPU per GB replicated, per arm. */
+function cpuPerGb(r: ReplicationResults): string {
+  const arms = Object.entries(r.arms).filter(([, a]) => a.sidecar_cpu_s_per_gb !== undefined);
+  return svg({
+    title: title('Sidecar CPU per GB produced, per arm', 'replication benchmark'),
+    grid: { top: 70, bottom: 40, left: 60, right: 30 },
+    xAxis: { type: 'category', data: arms.map(([arm]) => arm) },
+    yAxis: { type: 'value', name: 'CPU s / GB' },
+    series: [
+      {
+        type: 'bar',
+        data: arms.map(([, a]) => a.sidecar_cpu_s_per_gb),
+        label: { show: true, position: 'top' },
+      },
+    ],
+  });
+}
+
+/** Produce and consume CPU per GiB, bare pipe vs walproxy. */
+function passThroughCpu(r: PassThroughResults): string {
+  const arms = Object.keys(r.arms);
+  return svg({
+    title: title('Pass-through CPU per GiB', 'a bare TCP pipe vs walproxy, same traffic'),
+    legend: { bottom: 0 },
+    grid: { top: 70, bottom: 60, left: 60, right: 30 },
+    xAxis: { type: 'category', data: ['produce', 'consume'] },
+    yAxis: { type: 'value', name: 'CPU s / GiB' },
+    series: arms.map((arm) => ({
+      name: arm,
+      type: 'bar',
+      label: { show: true, position: 'top' },
+      data: [r.arms[arm]!.produce_cpu_s_per_gib, r.arms[arm]!.consume_cpu_s_per_gib],
+    })),
+  });
+}
+
+/** Saved share of stock replication cost vs rate per broker, with the added p99 latency. */
+function savedVsRate(r: CostResults): string {
+  const rates = [...r.rates].sort((a, b) => a.mbps_per_broker - b.mbps_per_broker);
+  const withLatency = rates.filter((x) => x.p99_added_ms !== undefined);
+  return svg({
+    title: title('Saved vs rate per broker', 'share of stock replication cost saved; added p99 latency'),
+    legend: { bottom: 0 },
+    grid: { top: 70, bottom: 75, left: 60, right: 60 },
+    xAxis: { type: 'log', ...xName('MB/s per broker'), logBase: 10 },
+    yAxis: [
+      { type: 'value', name: 'saved %', max: 100 },
+      { type: 'value', name: 'added p99 ms', position: 'right', splitLine: { show: false } },
+    ],
+    series: [
+      {
+        name: 'saved %',
+        type: 'line',
+        symbolSize: 7,
+        data: rates.map((x) => [x.mbps_per_broker, Math.round(1000 * x.saved_fraction) / 10]),
+        markLine: { silent: true, symbol: 'none', data: [{ yAxis: 0 }], lineStyle: { color: '#c00' } },
+      },
+      ...(withLatency.length > 0
+        ? [
+            {
+              name: 'added p99 ms',
+              type: 'line',
+              yAxisIndex: 1,
+              symbolSize: 7,
+              lineStyle: { type: 'dashed' },
+              data: withLatency.map((x) => [x.mbps_per_broker, x.p99_added_ms]),
+            },
+          ]
+        : []),
+    ],
+  });
+}
+
+/** File name → SVG, for each chart whose results are present. */
+export function renderCharts(results: BenchResults): Map<string, string> {
+  const charts = new Map<string, string>();
+  if (results.replication) {
+    charts.set('replication-latency-vs-rate.svg', latencyVsRate(results.replication));
+    charts.set('replication-cpu-per-gb.svg', cpuPerGb(results.replication));
+  }
+  if (results.passThrough) charts.set('pass-through-cpu-per-gib.svg', passThroughCpu(results.passThrough));
+  if (results.cost) charts.set('cost-saved-vs-rate.svg', savedVsRate(results.cost));
+  return charts;
+}
+
+/** The result files under `dir` that exist (zone-local.json, issue #15, has no chart yet). */
+export function loadResults(dir: string): BenchResults {
+  const read = <T>(name: string): T | undefined => {
+    const file = path.join(dir, name);
+    return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as T) : undefined;
+  };
+  const results: BenchResults = {};
+  const replication = read<ReplicationResults>('replication.json');
+  const passThrough = read<PassThroughResults>('pass-through.json');
+  const cost = read<CostResults>('cost.json');
+  if (replication) results.replication = replication;
+  if (passThrough) results.passThrough = passThrough;
+  if (cost) results.cost = cost;
+  return results;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const arg = (flag: string, fallback: string) => {
+    const i = process.argv.indexOf(flag);
+    return i >= 0 && process.argv[i + 1] ? path.resolve(process.argv[i + 1]!) : fallback;
+  };
+  const resultsDir = arg('--results', path.join(repoRoot(), '.runs/bench'));
+  const outDir = arg('--out', path.join(repoRoot(), 'docs/charts'));
+  const charts = renderCharts(loadResults(resultsDir));
+  if (charts.size === 0) {
+    console.log(
+      `bench-charts: no results under ${resultsDir} (replication.json, pass-through.json, cost.json)`,
+    );
+  } else {
+    mkdirSync(outDir, { recursive: true });
+    for (const [name, content] of charts) {
+      writeFileSync(path.join(outDir, name), content);
+      console.log(`bench-charts: ${path.relative(process.cwd(), path.join(outDir, name))}`);
+    }
+  }
+}

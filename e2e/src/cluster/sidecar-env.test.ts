@@ -1,0 +1,30 @@
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { sidecarProcessEnv } from './kafka-cluster.js';
+import { sidecarEntry } from './paths.js';
+
+// The built sidecar, as the harness starts it (`make test-unit` builds first), with no listen
+// flags: it exits 2 listing what is wrong, which shows whether it took the environment.
+function sidecarStart(env: NodeJS.ProcessEnv): { code: number | null; stderr: string } {
+  const result = spawnSync(process.execPath, [sidecarEntry(), 'sidecar', '--broker-id', '1'], {
+    env,
+    encoding: 'utf8',
+    timeout: 15_000,
+  });
+  return { code: result.status, stderr: result.stderr };
+}
+
+describe('the environment the harness gives sidecars', () => {
+  it("keeps the harness's WALPROXY_KEEP_LOGS from the sidecar, which would refuse it as an unknown flag", () => {
+    // Given a test run asked to keep its logs
+    const runner = { ...process.env, WALPROXY_KEEP_LOGS: '1' };
+
+    // Then the raw environment makes the sidecar refuse a flag it never got (the bug)
+    expect(sidecarStart(runner).stderr).toMatch(/Unknown argument: keepLogs/);
+    // And with the harness's environment it only misses its listen flags
+    const started = sidecarStart(sidecarProcessEnv(runner));
+    expect(started.code).toBe(2);
+    expect(started.stderr).not.toMatch(/keepLogs/);
+    expect(started.stderr).toMatch(/--client-listen: is required/);
+  });
+});

@@ -1,0 +1,162 @@
+// The walproxy alert rules. Thresholds are starting points for S3 Express One Zone in the broker's
+// zone; docs/observability.md ("Alerts") says what each means and what to do.
+import type { AlertSpec } from './model.js';
+
+/** The `job` label of the sidecars' scrape targets in the rules (the chart can substitute it). */
+export const ALERT_JOB = 'walproxy';
+
+/** The WAL group's name in the rules file. */
+export const ALERT_GROUP = 'walproxy';
+
+/**
+ * Inline reasons that are not a fallback: control batches, topics set to mode=inline, and
+ * `not_in_wal`, which the leader side counts for every batch of a topic that does not use the WAL
+ * (plain topics, __consumer_offsets, the WAL metadata topic itself) as well as for a WAL topic's
+ * batch that is missing: on a healthy cluster it is most of the inline batches, so it cannot
+ * tell a fallback apart until the leader side counts the two separately.
+ */
+const NOT_A_FALLBACK = 'control|requested_inline|not_in_wal';
+
+export const ALERTS: readonly AlertSpec[] = [
+  {
+    alert: 'WalproxySidecarDown',
+    value: () => `up{job="${ALERT_JOB}"}`,
+    condition: '== 0',
+    for: '2m',
+    severity: 'critical',
+    summary: 'walproxy sidecar {{ $labels.instance }} is not answering /metrics',
+    description:
+      'Prometheus cannot scrape {{ $labels.instance }}. Clients and followers reach the broker only through its sidecar: check the pod and its logs.',
+  },
+  {
+    alert: 'WalproxySidecarNotReady',
+    value: () => 'kube_pod_container_status_ready{container="walproxy"}',
+    condition: '== 0',
+    for: '5m',
+    severity: 'warning',
+    summary: 'walproxy container of {{ $labels.pod }} is not ready',
+    description:
+      '/readyz fails: the broker does not accept connections on its CLIENT listener, or the WAL store does not take a write. The body of /readyz says which.',
+  },
+  {
+    alert: 'WalproxyStoreUnhealthy',
+    value: () => 'min by (instance) (walproxy_store_healthy)',
+    condition: '== 0',
+    for: '2m',
+    severity: 'warning',
+    summary: 'walproxy on {{ $labels.instance }} does not use its WAL store',
+    description:
+      'The sidecar judged the store unusable (failing or slow) and replicates inline: correct, but every replicated byte crosses zones until the store recovers.',
+  },
+  {
+    alert: 'WalproxyInlineFallback',
+    value: (w) =>
+      `sum by (instance) (rate(walproxy_fetch_inline_batches_total{reason!~"${NOT_A_FALLBACK}"}[${w}])) / (sum by (instance) (rate(walproxy_fetch_inline_batches_total{reason!~"${NOT_A_FALLBACK}"}[${w}])) + sum by (instance) (rate(walproxy_fetch_references_total{side="leader"}[${w}])))`,
+    condition: '> 0.5',
+    for: '10m',
+    severity: 'warning',
+    summary: 'walproxy on {{ $labels.instance }} replicates WAL topics inline',
+    description:
+      '{{ $value | humanizePercentage }} of the batches this leader could send to followers as references go inline instead (the store not answering in time, broker rewrites, unknown topics, store faults). Replication is correct but crosses zones: look at the inline reasons on the dashboard.',
+  },
+  {
+    alert: 'WalproxyStorePutErrors',
+    value: (w) =>
+      `sum by (instance) (rate(walproxy_wal_upload_retries_total[${w}])) + sum by (instance) (rate(walproxy_wal_upload_failures_total[${w}]))`,
+    condition: '> 0',
+    for: '5m',
+    severity: 'warning',
+    summary: 'WAL uploads from {{ $labels.instance }} fail',
+    description:
+      'Upload attempts are retried or objects are not stored ({{ $value | humanize }}/s); their batches replicate inline. Check the store (permissions, throttling, endpoint).',
+  },
+  {
+    alert: 'WalproxyStoreGetErrors',
+    value: (w) => `sum by (instance) (rate(walproxy_fetch_fallbacks_total{reason="get_failed"}[${w}]))`,
+    condition: '> 0',
+    for: '5m',
+    severity: 'warning',
+    summary: 'WAL reads on {{ $labels.instance }} fail',
+    description:
+      'Follower fills fall back to inline because ranged GETs fail ({{ $value | humanize }} partitions/s). Check the store and the sidecar’s read access.',
+  },
+  {
+    alert: 'WalproxyStoreSlowPuts',
+    value: (w) =>
+      `histogram_quantile(0.99, sum by (instance, le) (rate(walproxy_wal_upload_attempt_duration_bucket[${w}])))`,
+    condition: '> 500',
+    for: '10m',
+    severity: 'warning',
+    summary: 'WAL PUTs from {{ $labels.instance }} are slow',
+    description:
+      'p99 of one store call is {{ $value | humanize }} ms. Held fetches and durable acks wait for uploads: past --max-hold-ms batches go inline.',
+  },
+  {
+    alert: 'WalproxySlowFills',
+    value: (w) =>
+      `histogram_quantile(0.99, sum by (instance, le) (rate(walproxy_fetch_fill_duration_bucket[${w}])))`,
+    condition: '> 1000',
+    for: '10m',
+    severity: 'warning',
+    summary: 'Follower fills on {{ $labels.instance }} are slow',
+    description:
+      'p99 of a follower fill (range GETs included) is {{ $value | humanize }} ms. Slow fills delay replication and can push followers out of the ISR.',
+  },
+  {
+    alert: 'WalproxyFillDeadlineMissed',
+    value: (w) => `sum by (instance) (rate(walproxy_fetch_fill_deadline_misses_total[${w}]))`,
+    condition: '> 0',
+    for: '5m',
+    severity: 'warning',
+    summary: 'Follower fills on {{ $labels.instance }} miss their deadline',
+    description:
+      'Fills do not finish within the fill deadline ({{ $value | humanize }} partitions/s) and go inline: the store is slow for GETs.',
+  },
+  {
+    alert: 'WalproxyDurableAckFailures',
+    value: (w) => `sum by (instance) (rate(walproxy_produce_durable_ack_failures_total[${w}]))`,
+    condition: '> 0',
+    for: '1m',
+    severity: 'critical',
+    summary: 'Produces through {{ $labels.instance }} are answered REQUEST_TIMED_OUT',
+    description:
+      'Batches of durable-ack topics were not stored in time ({{ $value | humanize }} partitions/s); producers retry. The store is failing: see the PUT panels.',
+  },
+  {
+    alert: 'WalproxyMetadataNotPublished',
+    value: (w) =>
+      `sum by (instance) (rate(walproxy_wal_metadata_overflowed_total[${w}])) + sum by (instance) (rate(walproxy_wal_metadata_send_failures_total[${w}]))`,
+    condition: '> 0',
+    for: '5m',
+    severity: 'warning',
+    summary: 'WAL metadata from {{ $labels.instance }} is not published',
+    description:
+      'Records for the WAL metadata topic are dropped or fail to send: a new leader cannot find those batches in the WAL after a failover (they replicate inline).',
+  },
+  {
+    alert: 'WalproxyMemoryNearBound',
+    value: () => 'max by (instance) (walproxy_memory_used_bytes / walproxy_memory_limit_bytes)',
+    condition: '> 0.9',
+    for: '5m',
+    severity: 'warning',
+    summary: 'walproxy on {{ $labels.instance }} is near its memory bound',
+    description:
+      'The sidecar accounts for {{ $value | humanizePercentage }} of its bound and sheds work to inline replication. Raise the memory limit or lower the rate per broker.',
+  },
+  {
+    alert: 'WalproxySavingNegative',
+    value: () =>
+      'sum(increase(walproxy_cost_saved_usd_total[1h])) - sum(increase(walproxy_cost_spent_usd_total[1h]))',
+    condition: '< 0',
+    for: '1h',
+    severity: 'warning',
+    summary: 'walproxy costs more than stock replication',
+    description:
+      'Over the last hour walproxy spent {{ $value | humanize }} USD more than the cross-zone transfer it avoided. A longer linger or inline replication for quiet topics lowers the cost.',
+  },
+];
+
+/** The PromQL of one rule: its value over `window`, then its condition. */
+export function alertExpr(alert: AlertSpec, window = '5m'): string {
+  return `(${alert.value(window)}) ${alert.condition}`;
+}
