@@ -92,6 +92,14 @@ export class ConnectionPipe {
     return this.closed;
   }
 
+  /**
+   * The upstream has answered every request, and what is left is held by a filter (a durable ack
+   * waiting for the store, a leader-side hold, a follower-side fill): nothing the broker still owes.
+   */
+  get onlyFilterHeld(): boolean {
+    return this.awaitingUpstream.length === 0 && this.slots.some((slot) => slot.output === undefined);
+  }
+
   whenClosed(callback: () => void): void {
     if (this.closed) callback();
     else this.onClosed.push(callback);
