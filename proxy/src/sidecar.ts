@@ -384,6 +384,7 @@ export class Sidecar {
       drainAll(this.replicationListeners, replicationTimeoutMs, HELD_RESPONSE_GRACE_MS),
       this.stopWal(),
     ]);
+    const replicationMs = performance.now() - begun - clientsMs;
     await drainAll(this.controllerListeners, 0);
     await this.admin?.stop().catch(() => undefined);
     for (const material of this.tlsMaterials) material.stop();
@@ -392,6 +393,7 @@ export class Sidecar {
       {
         forcedClosed: clientsForced + replicationForced,
         clientsDrainedMs: Math.round(clientsMs),
+        replicationDrainedMs: Math.round(replicationMs),
         stopMs: Math.round(performance.now() - begun),
       },
       'sidecar stopped',
