@@ -120,15 +120,21 @@ export class ConnectionPipe {
     if (this.closed) return;
     this.closed = true;
     this.options.log[level]({ reason, inFlight: this.slots.length }, 'connection closed');
-    if (graceful) {
-      this.downstream.end();
+    this.upstream.destroy();
+    const notify = () => {
+      for (const callback of this.onClosed.splice(0)) callback();
+    };
+    if (graceful && this.downstream.writable) {
+      // Closed once the responses are handed to the kernel ('finish'), not once the peer answers
+      // our FIN: a drain waits for the first, and a peer may take seconds for the second.
+      this.downstream.end(notify);
+      this.downstream.once('close', notify);
       // A peer that never answers our FIN must not keep the socket forever.
       setTimeout(() => this.downstream.destroy(), 5_000).unref();
     } else {
       this.downstream.destroy();
+      notify();
     }
-    this.upstream.destroy();
-    for (const callback of this.onClosed.splice(0)) callback();
   }
 
   private protocolError(direction: 'request' | 'response', error: unknown, frameSize?: number): void {

@@ -293,7 +293,9 @@ export class ProxyListener {
       forced++;
       pipe.close('drain timeout', 'warn');
     }
-    await stopped;
+    // Not awaited: the server's close callback waits for every peer to answer our FIN, which
+    // a client may take seconds to do; the listening socket itself is closed already.
+    void stopped;
     return forced;
   }
 }

@@ -214,8 +214,8 @@ describe('ProxyListener', () => {
     const forced = await listener.drain(5_000);
     // Then the response arrived before the close, and nothing had to be forced
     expect(forced).toBe(0);
-    expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([7]);
     await until(c.isClosed);
+    expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([7]);
   });
 
   it('on drain, force-closes a connection whose response does not come in time', async () => {
@@ -260,6 +260,7 @@ describe('ProxyListener', () => {
     const forced = await listener.drain(5_000, { heldGraceMs: 100 });
     // Then the broker's answer was delivered: only filter-held responses are cut short
     expect(forced).toBe(0);
+    await until(c.isClosed);
     expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([10]);
   });
 
