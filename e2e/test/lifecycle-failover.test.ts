@@ -38,7 +38,13 @@ describe('a dead sidecar fails its broker over like a dead broker', () => {
       const bootstrap = cluster.bootstrap();
       await createTopic(bootstrap, topic, { partitions: 3, replicationFactor: 3 });
       // Given an idempotent acks=all producer on a WAL topic, acknowledged on every partition
-      const producer = startVerifiableProducer({ bootstrap, topic, maxMessages: 1_000_000, throughput: 300 });
+      const producer = startVerifiableProducer({
+        bootstrap,
+        topic,
+        maxMessages: 1_000_000,
+        throughput: 300,
+        repeatingKeys: 30,
+      });
       const started = Date.now();
       while (new Set(producer.acknowledged().map((a) => a.partition)).size < 3) {
         if (Date.now() - started > 60_000) throw new Error('producer not acknowledged on every partition');

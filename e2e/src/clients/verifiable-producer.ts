@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { kafkaLibDir } from '../cluster/paths.js';
-import { propertiesFile, runKafkaTool } from './java-tools.js';
+import { kafkaLibDir, kafkaVersion } from '../cluster/paths.js';
+import { propertiesFile, runKafkaTool, toolsLogFlag } from './java-tools.js';
 
 /** One acknowledged send, as the producer's callback reported it. */
 export interface Acknowledgement {
@@ -31,6 +31,12 @@ export interface VerifiableProducerOptions {
   timeoutMs?: number;
   /** Values become `<prefix>.<n>` (the tool's --value-prefix), to tell producers apart in one topic. */
   valuePrefix?: number;
+  /**
+   * Keys cycle through "0".."N-1" (the tool's --repeating-keys), so every partition gets records
+   * all the time. Without keys the sticky partitioner stays on one partition until batch.size
+   * bytes went there: seconds at a low rate, which would read as a stall of the others.
+   */
+  repeatingKeys?: number;
 }
 
 function toolArgs(opts: VerifiableProducerOptions): string[] {
@@ -55,6 +61,7 @@ function toolArgs(opts: VerifiableProducerOptions): string[] {
     // One token: the argument parser would read a separate '-1' as an option.
     '--acks=-1',
     ...(opts.valuePrefix !== undefined ? ['--value-prefix', String(opts.valuePrefix)] : []),
+    ...(opts.repeatingKeys !== undefined ? ['--repeating-keys', String(opts.repeatingKeys)] : []),
     '--producer.config',
     propertiesFile('verifiable', props),
   ];
@@ -114,6 +121,7 @@ export function startVerifiableProducer(opts: VerifiableProducerOptions): Runnin
     [
       '-Xmx256m',
       '-XX:+UseSerialGC',
+      toolsLogFlag(kafkaVersion()),
       '-cp',
       `${kafkaLibDir()}/*`,
       'org.apache.kafka.tools.VerifiableProducer',
