@@ -63,10 +63,13 @@ export const WAL_STOP_TIMEOUT_MS = 1_000;
  */
 export const HELD_RESPONSE_GRACE_MS = 1_000;
 /**
- * The replication paths drain after the clients, for what is left of --drain-timeout-ms but at
- * least this long: a follower's Fetch in flight is a long poll (replica.fetch.wait.max.ms, 500 ms).
+ * Once the clients have drained, the replication paths drain for at most this long. Nothing a
+ * client waits for is left on them then: a follower's Fetch in flight is a long poll
+ * (replica.fetch.wait.max.ms, 500 ms) that the follower repeats from the same offset after it
+ * reconnects, and it backs off (replica.fetch.backoff.ms) after any disconnect, a clean one
+ * included, so waiting out the poll would only lengthen the restart.
  */
-export const REPLICATION_DRAIN_MIN_MS = 1_000;
+export const REPLICATION_DRAIN_MAX_MS = 250;
 
 /**
  * One sidecar in a broker's pod:
@@ -374,14 +377,16 @@ export class Sidecar {
   async stop(drainTimeoutMs = this.config.drainTimeoutMs): Promise<void> {
     this.#stopping = true;
     const begun = performance.now();
+    const inFlight = Object.fromEntries(
+      this.listeners
+        .map((l) => [l.options.name, l.requestsInFlight()] as const)
+        .filter(([, byApi]) => Object.keys(byApi).length > 0),
+    );
+    this.log.info({ inFlight, drainTimeoutMs }, 'draining: clients first, then the replication paths');
     const clientsForced = await drainAll(this.clientListeners, drainTimeoutMs, HELD_RESPONSE_GRACE_MS);
     const clientsMs = performance.now() - begun;
-    const replicationTimeoutMs = Math.max(
-      drainTimeoutMs - clientsMs,
-      Math.min(drainTimeoutMs, REPLICATION_DRAIN_MIN_MS),
-    );
     const [replicationForced] = await Promise.all([
-      drainAll(this.replicationListeners, replicationTimeoutMs, HELD_RESPONSE_GRACE_MS),
+      drainAll(this.replicationListeners, Math.min(REPLICATION_DRAIN_MAX_MS, drainTimeoutMs)),
       this.stopWal(),
     ]);
     const replicationMs = performance.now() - begun - clientsMs;

@@ -180,7 +180,12 @@ describe('Sidecar stop', () => {
     // When the sidecar is told to stop
     const stopped = s.instance.stop(10_000);
 
-    // Then the client ingress takes no new connection
+    // Then it logs what was in flight when the stop began
+    await until(() => s.lines.some((l) => l.msg.startsWith('draining')));
+    expect(s.lines.find((l) => l.msg.startsWith('draining'))).toMatchObject({
+      inFlight: { client: { Metadata: 1 } },
+    });
+    // And the client ingress takes no new connection
     await until(() => !s.instance.listeners[0]!.isAccepting);
     expect(await refused(s.ports.client)).toBe(true);
     // While the replication ingress still serves its follower and takes a reconnect, and the

@@ -277,10 +277,7 @@ export async function runSidecar(argv: Record<string, unknown>): Promise<void> {
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info(
-      { signal, drainTimeoutMs: config.drainTimeoutMs },
-      'stopping: clients drain first, then the replication paths; no new client connections',
-    );
+    log.info({ signal }, 'stopping');
     // Every step of stop() is bounded; this bounds the sum, should one of them not be.
     const guard = setTimeout(() => {
       log.warn({ afterMs: config.drainTimeoutMs + STOP_GUARD_MS }, 'stop did not finish; exiting anyway');

@@ -88,6 +88,11 @@ export class ConnectionPipe {
     return this.slots.length;
   }
 
+  /** The API keys of those requests, oldest first. */
+  get inFlightApiKeys(): number[] {
+    return this.slots.map((slot) => slot.info.apiKey);
+  }
+
   get isClosed(): boolean {
     return this.closed;
   }

@@ -1,5 +1,6 @@
 import net from 'node:net';
 import tls from 'node:tls';
+import { apiKeyInfo } from '@walproxy/shared';
 import type { Logger } from '../log.js';
 import { BytePipe } from './byte-pipe.js';
 import { ConnectionPipe } from './connection-pipe.js';
@@ -246,6 +247,19 @@ export class ProxyListener {
   /** Connections open now. */
   get openConnections(): number {
     return this.pipes.size;
+  }
+
+  /** Requests whose responses are still due, by API name (empty for an opaque listener). */
+  requestsInFlight(): Record<string, number> {
+    const byApi: Record<string, number> = {};
+    for (const pipe of this.pipes) {
+      if (!(pipe instanceof ConnectionPipe)) continue;
+      for (const key of pipe.inFlightApiKeys) {
+        const name = apiKeyInfo(key)?.name ?? `key-${key}`;
+        byApi[name] = (byApi[name] ?? 0) + 1;
+      }
+    }
+    return byApi;
   }
 
   /** Stops accepting new connections (established ones keep working). */

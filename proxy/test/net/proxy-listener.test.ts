@@ -297,4 +297,30 @@ describe('ProxyListener', () => {
     expect(await listener.drain(5_000)).toBe(0);
     await until(() => socket.destroyed || socket.readableEnded);
   });
+  it('on drain, resolves once the responses are flushed, while a peer still holds its half of the connection open', async () => {
+    // Given a client that does not answer our FIN (half-open, as a busy Java client may for seconds)
+    const upstream = await fakeUpstream(echo);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const socket = net.connect({ host: '127.0.0.1', port: listener.address.port, allowHalfOpen: true });
+    cleanups.push(() => socket.destroy());
+    const decoder = new FrameDecoder(1 << 20);
+    const frames: Buffer[] = [];
+    let ended = false;
+    socket.on('data', (chunk) => frames.push(...decoder.push(chunk)));
+    socket.on('end', () => {
+      ended = true;
+    });
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(request(11, Buffer.from('last')));
+    await until(() => frames.length === 1);
+    // When the listener drains
+    const begun = performance.now();
+    expect(await listener.drain(10_000)).toBe(0);
+    // Then it is done at once, not when the socket a peer never closes is finally destroyed (5 s)
+    expect(performance.now() - begun).toBeLessThan(2_500);
+    expect(listener.openConnections).toBe(0);
+    // And the client got its response and our FIN
+    await until(() => ended);
+    expect(frames.map((f) => f.readInt32BE(4))).toEqual([11]);
+  });
 });
