@@ -343,7 +343,7 @@ describe.each(VARIANTS)(
           expect(Number(port)).toBe(base + Number(voterId));
           // …and it forwards to V's own CONTROLLER listener, as the controllers advertise it
           const controller = voters().find((v) => v.id === Number(voterId))!;
-          expect(forwards.get(voterId)).toBe(controller.address);
+          expect(forwards.get(voterId!)).toBe(controller.address);
         }
       }
     });
