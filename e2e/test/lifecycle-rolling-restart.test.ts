@@ -152,14 +152,26 @@ describe('rolling restarts under load', () => {
       for (const id of BROKER_IDS) gaps.broker.push(gap(load, await restart(cluster, 'broker', id)));
       for (const id of BROKER_IDS) gaps.pod.push(gap(load, await restart(cluster, 'pod', id)));
       const acked = await load.stop();
-      const stopLines = BROKER_IDS.flatMap((id) =>
-        readFileSync(cluster.sidecars.get(id)!.logFile, 'utf8')
-          .split('\n')
-          .filter((l) => l.includes('"msg":"sidecar stopped"'))
-          .map((l) => JSON.parse(l).stopMs as number),
-      );
+      // From each sidecar's logs: how long its stops took, and how long its broker's controller
+      // path was down (from `sidecar stopped`, the last thing a stop does, to the next `sidecar ready`)
+      const stopLines: number[] = [];
+      const controllerDownMs: number[] = [];
+      for (const id of BROKER_IDS) {
+        let stoppedAt: number | undefined;
+        for (const line of readFileSync(cluster.sidecars.get(id)!.logFile, 'utf8').split('\n')) {
+          if (!line.startsWith('{')) continue;
+          const entry = JSON.parse(line) as { msg: string; time: string; stopMs?: number };
+          if (entry.msg === 'sidecar stopped') {
+            stopLines.push(entry.stopMs!);
+            stoppedAt = Date.parse(entry.time);
+          } else if (entry.msg === 'sidecar ready' && stoppedAt !== undefined) {
+            controllerDownMs.push(Date.parse(entry.time) - stoppedAt);
+            stoppedAt = undefined;
+          }
+        }
+      }
       console.log(
-        `[rolling] longest stretch without an ack (ms): stock broker ${stockGaps}; sidecar ${gaps.sidecar}; broker ${gaps.broker}; pod ${gaps.pod}; sidecar stops took ${stopLines} ms; brokers fenced by sidecar restarts: ${fencedBySidecarRestarts}`,
+        `[rolling] longest stretch without an ack (ms): stock broker ${stockGaps}; sidecar ${gaps.sidecar}; broker ${gaps.broker}; pod ${gaps.pod}; sidecar stops took ${stopLines} ms; controller path down ${controllerDownMs} ms; brokers fenced by sidecar restarts: ${fencedBySidecarRestarts}`,
       );
 
       // Then no restart left a partition without acknowledgements for longer than twice stock's
