@@ -81,6 +81,12 @@ describe('the Helm chart', () => {
       [['controllers.nodeIdBase=2'], /nodeIdBase must be at least brokers.replicas/],
       [['walproxy.ports.egressBase=65534'], /egressBase \+ brokers.replicas/],
       [['kafka.clusterId=not-an-id'], /kafka.clusterId must be 22 characters/],
+      [
+        ['walproxy.ports.controllerBase=18900'],
+        /controllerBase \+ the controller ids overlap the egress ports/,
+      ],
+      [['walproxy.ports.controllerBase=65500'], /controllerBase \+ controllers.nodeIdBase/],
+      [['walproxy.resources.limits.memory=lots'], /walproxy.resources.limits.memory "lots"/],
     ];
     for (const [set, message] of refused) expect(() => renderChart({ set }), set.join(' ')).toThrow(message);
   });

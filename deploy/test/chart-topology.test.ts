@@ -20,12 +20,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import {
   brokerListenerSettings,
+  brokerQuorumVoters,
   egressBrokerIds,
   egressPort,
   replicationAdvertisedAddress,
   sidecarFlags,
   walStoreUrlForZone,
 } from '../../e2e/src/cluster/topology-rules.js';
+import { memoryBounds } from '../../proxy/src/memory-budget.js';
 import { chartDir, find, type K8sObject, parseLikeWalproxy, renderChart } from './chart.js';
 
 const run = promisify(execFile);
@@ -49,6 +51,14 @@ function loadValues(files: string[]): Values {
     (values, file) => deepMerge(values, parse(readFileSync(path.resolve(chartDir, file), 'utf8'))),
     parse(readFileSync(path.join(chartDir, 'values.yaml'), 'utf8')),
   );
+}
+
+/** A Kubernetes memory quantity in bytes (the suffixes a container limit uses). */
+function parseQuantity(quantity: string | number): number {
+  const match = /^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(quantity));
+  if (!match) throw new Error(`not a memory quantity: ${quantity}`);
+  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(match[1]) * (match[2] ? unit[match[2] as keyof typeof unit] : 1);
 }
 
 /** server.properties as Kafka reads it: `key=value` lines, comments skipped, the last one wins. */
@@ -215,6 +225,12 @@ describe.each(VARIANTS)(
     const api = new FakeApiServer();
     const zoneOf = (id: number) => zones[id % zones.length]!;
     const pods = new Map<number, { props: Map<string, string>; argv: string[]; storage: string[] }>();
+    // The KRaft voters as the controllers know themselves (their pods' DNS names).
+    const voters = () =>
+      [...Array(values.controllers.replicas as number).keys()].map((n) => ({
+        id: values.controllers.nodeIdBase + n,
+        address: `${podHost(controllers, n)}:${values.controllers.port}`,
+      }));
 
     beforeAll(async () => {
       await api.start();
@@ -270,10 +286,10 @@ describe.each(VARIANTS)(
         expect(props.get('replica.selector.class')).toBe(
           'org.apache.kafka.common.replica.RackAwareReplicaSelector',
         );
-        const voters = [...Array(values.controllers.replicas as number).keys()].map(
-          (n) => `${values.controllers.nodeIdBase + n}@${podHost(controllers, n)}:${values.controllers.port}`,
+        // Through the sidecar's controller listeners in the pod (fate sharing)
+        expect(props.get('controller.quorum.voters')).toBe(
+          brokerQuorumVoters(voters(), { host: '127.0.0.1', base: w.ports.controllerBase }),
         );
-        expect(props.get('controller.quorum.voters')).toBe(voters.join(','));
       });
 
       it(`broker ${id}: sidecar flags`, async () => {
@@ -292,6 +308,7 @@ describe.each(VARIANTS)(
             template: `${podHost(sts, 0).replace(`${sts.metadata.name}-0.`, `${sts.metadata.name}-{id}.`)}:${w.ports.replication}`,
           },
           adminListen: `0.0.0.0:${w.ports.admin}`,
+          controllers: { listenBase: w.ports.controllerBase, voters: voters() },
           ...(storeUrl ? { wal: { storeUrl, topics: w.wal.topics, topicConfigs: w.wal.topicConfig } } : {}),
         });
         const actual = flagMap(argv.slice(1));
@@ -311,6 +328,34 @@ describe.each(VARIANTS)(
         expect(listeners).toContain(`REPLICATION://${actual.get('--replication-upstream')![0]}`);
       });
     }
+
+    it("each broker's controller voters are its own sidecar's controller listeners, forwarding to the controllers", () => {
+      for (const id of ids) {
+        const { props, argv } = pods.get(id)!;
+        const flags = flagMap(argv.slice(1));
+        const base = Number(flags.get('--controller-listen-base')![0]);
+        const forwards = new Map(
+          flags.get('--controller-address')!.map((entry) => entry.split('=') as [string, string]),
+        );
+        for (const voter of props.get('controller.quorum.voters')!.split(',')) {
+          const [, voterId, port] = /^(\d+)@127\.0\.0\.1:(\d+)$/.exec(voter)!;
+          // The listener the broker dials for voter V is the sidecar's for V…
+          expect(Number(port)).toBe(base + Number(voterId));
+          // …and it forwards to V's own CONTROLLER listener, as the controllers advertise it
+          const controller = voters().find((v) => v.id === Number(voterId))!;
+          expect(forwards.get(voterId!)).toBe(controller.address);
+        }
+      }
+    });
+
+    it('gives V8 the heap half of the sidecar container’s memory limit', () => {
+      const env = container('walproxy').env ?? [];
+      const nodeOptions = env.find((e) => e.name === 'NODE_OPTIONS')?.value;
+      const limit = parseQuantity(w.resources.limits.memory);
+      expect(nodeOptions).toBe(
+        `--max-old-space-size=${Math.floor(memoryBounds(limit, 'cgroup').heapBytes / 1_048_576)}`,
+      );
+    });
 
     it('every broker advertises REPLICATION at an egress that every sidecar opens', () => {
       for (const leader of ids) {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTopic, kafkaClient, underReplicated } from '../src/clients/kafkajs.js';
+import { createTopic, kafkaClient, underReplicated, withAdmin } from '../src/clients/kafkajs.js';
 import { KafkaCluster } from '../src/cluster/kafka-cluster.js';
 
 // Stops and restarts processes, so it runs on a cluster of its own, not the shared one.
@@ -15,20 +15,38 @@ afterAll(async () => {
   await cluster?.stop({ keepLogs: failed });
 });
 
+/** The sidecar's JSON log lines with message `msg`. */
+function logLines(logFile: string, msg: string): Array<Record<string, unknown>> {
+  return readFileSync(logFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{') && l.includes(`"msg":"${msg}`))
+    .map((l) => JSON.parse(l));
+}
+
 describe('restarting a sidecar under load', () => {
-  it('drains on SIGTERM, exits 0, and clients carry on once it is back: nothing acknowledged is lost', async () => {
+  it('drains an acks=all produce in flight at SIGTERM through its followers, exits 0, and produce resumes: nothing acknowledged is lost', async () => {
     try {
+      const bootstrap = cluster.bootstrap();
+      // A partition led by broker 2, followed by 1 and 3: its acks=all produces complete only
+      // once both followers fetched, and in this layout follower 3 fetches through sidecar 2's egress.
+      const held = 'e2e-sidecar-restart-held';
+      await withAdmin(bootstrap, (admin) =>
+        admin.createTopics({
+          waitForLeaders: true,
+          topics: [{ topic: held, replicaAssignment: [{ partition: 0, replicas: [2, 1, 3] }] }],
+        }),
+      );
       const topic = 'e2e-sidecar-restart';
-      await createTopic(cluster.bootstrap(), topic, { partitions: 3, replicationFactor: 3 });
-      // Patient enough to outlast the restart on a loaded machine: the drain (up to the in-flight
-      // requests' end), the 2 s pause and the new process's start took ~11 s in a full-suite run.
-      const kafka = kafkaClient(cluster.bootstrap(), 'walproxy-e2e', {
+      await createTopic(bootstrap, topic, { partitions: 3, replicationFactor: 3 });
+      const kafka = kafkaClient(bootstrap, 'walproxy-e2e', {
         retries: 30,
-        initialRetryTime: 300,
-        maxRetryTime: 3_000,
+        initialRetryTime: 100,
+        maxRetryTime: 1_000,
       });
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-      await producer.connect();
+      const heldProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+      await Promise.all([producer.connect(), heldProducer.connect()]);
+      await heldProducer.send({ topic: held, acks: -1, messages: [{ value: 'warm-up' }] });
 
       // Given a producer sending batches in the background (bounded: 300 batches, 60 s)
       const acknowledged: number[] = [];
@@ -48,18 +66,54 @@ describe('restarting a sidecar under load', () => {
       })();
       await new Promise((r) => setTimeout(r, 1_500));
 
-      // When sidecar 2 gets SIGTERM, and comes back two seconds later
+      // And an acks=all produce held in the broker's purgatory: follower 3 is paused
       const sidecar = cluster.sidecars.get(2)!;
-      await sidecar.stop('SIGTERM', 15_000);
-      const exitCode = await sidecar.exited;
-      await new Promise((r) => setTimeout(r, 2_000));
-      await cluster.startSidecar(2);
-      await sending;
-      await producer.disconnect();
+      const broker3 = cluster.brokers.get(3)!;
+      process.kill(broker3.pid!, 'SIGSTOP');
+      let heldAcked: number | undefined;
+      const heldSend = heldProducer
+        .send({ topic: held, acks: -1, messages: [{ value: 'in flight at SIGTERM' }] })
+        .then((r) => {
+          heldAcked = Date.now();
+          return r;
+        });
+      await new Promise((r) => setTimeout(r, 500));
 
-      // Then the sidecar drained and exited cleanly
+      // When sidecar 2 gets SIGTERM while that produce waits for its followers
+      const stopping = sidecar.stop('SIGTERM', 15_000);
+      await sidecar.waitForOutput(/"msg":"draining/, 5_000);
+      // And the follower resumes a second later (well within its session timeout)
+      await new Promise((r) => setTimeout(r, 1_000));
+      const resumedAt = Date.now();
+      process.kill(broker3.pid!, 'SIGCONT');
+      await stopping;
+      const exitCode = await sidecar.exited;
+      const stoppedAt = Date.now();
+
+      // Then the produce was in flight at SIGTERM, and was acknowledged by the draining sidecar
+      // (follower 3 fetched through its egress, which kept serving), not retried after a cut
+      const [draining] = logLines(sidecar.logFile, 'draining');
+      expect(draining).toMatchObject({ inFlight: { client: { Produce: expect.any(Number) } } });
+      const [result] = await heldSend;
+      expect(result?.errorCode).toBe(0);
+      expect(heldAcked).toBeGreaterThanOrEqual(resumedAt);
+      expect(heldAcked).toBeLessThanOrEqual(stoppedAt);
+      // And the sidecar exited cleanly, having forced nothing closed
       expect(exitCode).toBe(0);
-      expect(readFileSync(sidecar.logFile, 'utf8')).toMatch(/"msg":"sidecar stopped"/);
+      expect(logLines(sidecar.logFile, 'sidecar stopped').at(-1)).toMatchObject({ forcedClosed: 0 });
+
+      // When it comes back two seconds later
+      await new Promise((r) => setTimeout(r, 2_000));
+      const restartedAt = Date.now();
+      await cluster.startSidecar(2);
+      // Then an acks=all produce to its partition is acknowledged again, within seconds
+      await heldProducer.send({ topic: held, acks: -1, messages: [{ value: 'after the restart' }] });
+      const resumeMs = Date.now() - restartedAt;
+      console.log(`[sidecar-restart] acks=all produce acknowledged ${resumeMs} ms after the restart began`);
+      expect(resumeMs).toBeLessThan(10_000);
+      await sending;
+      await Promise.all([producer.disconnect(), heldProducer.disconnect()]);
+
       // And every acknowledged message is in the topic exactly once
       expect(acknowledged.length).toBe(300 * 50);
       const seen = new Map<number, number>();
@@ -86,14 +140,16 @@ describe('restarting a sidecar under load', () => {
       expect([...seen.values()].every((n) => n === 1)).toBe(true);
       // And the followers of broker 2's partitions (and broker 2 as a follower) caught up again
       const deadlineIsr = Date.now() + 30_000;
-      let lagging = await underReplicated(cluster.bootstrap(), [topic]);
+      let lagging = await underReplicated(bootstrap, [topic, held]);
       while (lagging.length > 0 && Date.now() < deadlineIsr) {
         await new Promise((r) => setTimeout(r, 500));
-        lagging = await underReplicated(cluster.bootstrap(), [topic]);
+        lagging = await underReplicated(bootstrap, [topic, held]);
       }
       expect(lagging).toEqual([]);
     } catch (error) {
       failed = true;
+      const broker3 = cluster.brokers.get(3);
+      if (broker3?.pid) process.kill(broker3.pid, 'SIGCONT');
       throw error;
     }
   });

@@ -6,6 +6,7 @@ import {
   SECURITY_DEFAULTS,
 } from './cli/security-flags.js';
 import { FETCH_FILL_DEADLINE_MS } from './filters/fetch-fill.js';
+import { MIN_MEMORY_LIMIT_BYTES } from './memory-budget.js';
 import type { HostPort } from './net/proxy-listener.js';
 import type { ObjectStoreOptions } from './store/index.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
@@ -22,7 +23,8 @@ export interface WalConfig {
   rules: TopicRule[];
   maxUploadsInFlight: number;
   uploadDeadlineMs: number;
-  maxPendingBytes: number;
+  /** --wal-max-pending-bytes when given; absent: derived from the memory limit (memory-budget.ts). */
+  maxPendingBytes?: number;
   /** A store call outstanding this long marks the store degraded (StoreHealth). */
   degradeAfterMs: number;
   /** How long the leader side holds a follower's Fetch response for a batch still uploading. */
@@ -55,9 +57,21 @@ export interface SidecarConfig {
   /** Where broker id N's replication ingress is: explicit entries win over the template. */
   peerAddresses: Map<number, HostPort>;
   peerAddressTemplate?: string;
+  /**
+   * The KRaft controller path (fate sharing): the listener for controller voter V is on
+   * controllerListenHost:controllerListenBase+V and forwards, unread, to controllerAddresses[V].
+   * The broker's controller.quorum.voters names these listeners, so a dead sidecar stops its
+   * broker's heartbeats and the controller fences it as it would a dead broker.
+   */
+  controllerListenBase?: number;
+  controllerListenHost: string;
+  controllerAddresses: Map<number, HostPort>;
   adminListen?: HostPort;
   maxFrameBytes: number;
-  maxBufferedBytes: number;
+  /** --max-buffered-bytes when given; absent: derived from the memory limit. */
+  maxBufferedBytes?: number;
+  /** --memory-limit-bytes when given; absent: the cgroup's limit, else the default (memory-budget.ts). */
+  memoryLimitBytes?: number;
   drainTimeoutMs: number;
   logLevel: string;
   /** TLS termination on the client ingress. */
@@ -77,10 +91,10 @@ export type RawSidecarOptions = Record<string, unknown>;
 
 export const SIDECAR_DEFAULTS = {
   'egress-listen-host': '127.0.0.1',
+  'controller-listen-host': '127.0.0.1',
   'admin-listen': '0.0.0.0:9180',
   // Kafka's socket.request.max.bytes default: no legitimate request is larger.
   'max-frame-bytes': 104_857_600,
-  'max-buffered-bytes': 1_048_576,
   'drain-timeout-ms': 10_000,
   'log-level': 'info',
   'wal-target-bytes': WAL_WRITER_DEFAULTS.targetBytes,
@@ -90,7 +104,6 @@ export const SIDECAR_DEFAULTS = {
   'wal-durable-ack': 'false',
   'wal-max-uploads-in-flight': WAL_WRITER_DEFAULTS.maxUploadsInFlight,
   'wal-upload-deadline-ms': WAL_WRITER_DEFAULTS.uploadDeadlineMs,
-  'wal-max-pending-bytes': WAL_WRITER_DEFAULTS.maxPendingBytes,
   'wal-degrade-after-ms': WAL_WRITER_DEFAULTS.degradeAfterMs,
   'max-hold-ms': 200,
   'fill-deadline-ms': FETCH_FILL_DEADLINE_MS,
@@ -245,10 +258,22 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     }
   }
 
+  const controllers = parseControllerFlags(withDefaults, errors, {
+    host: egressListenHost,
+    ports: egressListenBase === undefined ? [] : egressBrokerIds.map((id) => egressListenBase + id),
+  });
+
   const adminRaw = String(withDefaults['admin-listen']);
   const adminListen = adminRaw === 'off' ? undefined : hostPort(withDefaults, 'admin-listen', errors, false);
   const maxFrameBytes = integer(withDefaults, 'max-frame-bytes', errors, 1024, 2_147_483_647);
   const maxBufferedBytes = integer(withDefaults, 'max-buffered-bytes', errors, 16_384, 1_073_741_824);
+  const memoryLimitBytes = integer(
+    withDefaults,
+    'memory-limit-bytes',
+    errors,
+    MIN_MEMORY_LIMIT_BYTES,
+    2 ** 50,
+  );
   const drainTimeoutMs = integer(withDefaults, 'drain-timeout-ms', errors, 0, 600_000);
   const logLevel = String(withDefaults['log-level']);
   if (!LOG_LEVELS.includes(logLevel))
@@ -269,11 +294,15 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     egressListenHost,
     egressBrokerIds,
     peerAddresses,
+    controllerListenHost: controllers.host,
+    controllerAddresses: controllers.addresses,
     maxFrameBytes: maxFrameBytes!,
-    maxBufferedBytes: maxBufferedBytes!,
     drainTimeoutMs: drainTimeoutMs!,
     logLevel,
   };
+  if (maxBufferedBytes !== undefined) config.maxBufferedBytes = maxBufferedBytes;
+  if (memoryLimitBytes !== undefined) config.memoryLimitBytes = memoryLimitBytes;
+  if (controllers.base !== undefined) config.controllerListenBase = controllers.base;
   if (replicationListen) config.replicationListen = replicationListen;
   if (replicationUpstream) config.replicationUpstream = replicationUpstream;
   if (egressListenBase !== undefined) config.egressListenBase = egressListenBase;
@@ -285,6 +314,52 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   if (wal) config.wal = wal;
   if (zone) config.zone = zone;
   return { config };
+}
+
+/**
+ * --controller-listen-base, --controller-listen-host and --controller-address: one opaque
+ * listener per controller voter. `taken`: the egress ports, which must not collide with them.
+ */
+function parseControllerFlags(
+  raw: RawSidecarOptions,
+  errors: Errors,
+  taken: { host: string; ports: number[] },
+): { base?: number; host: string; addresses: Map<number, HostPort> } {
+  const host = String(raw['controller-listen-host']);
+  const addresses = new Map<number, HostPort>();
+  for (const entry of list(raw['controller-address'])) {
+    const match = /^(\d+)=(.+)$/.exec(entry);
+    const address = match ? parseHostPort(match[2]!) : undefined;
+    if (!match || typeof address !== 'object') {
+      errors.add('controller-address', `'${entry}' is not <controller-id>=<host:port>`);
+      continue;
+    }
+    addresses.set(Number(match[1]), address);
+  }
+  const base = integer(raw, 'controller-listen-base', errors, 1, 65_535);
+  if (addresses.size > 0 && base === undefined && !present(raw['controller-listen-base'])) {
+    errors.add(
+      'controller-listen-base',
+      'is required with --controller-address (the listener for controller id V is on base+V)',
+    );
+  }
+  if (base !== undefined && addresses.size === 0) {
+    errors.add(
+      'controller-address',
+      'is required with --controller-listen-base: <controller-id>=<host:port> of each voter',
+    );
+  }
+  if (base !== undefined) {
+    for (const id of addresses.keys()) {
+      const port = base + id;
+      if (port > 65_535)
+        errors.add('controller-listen-base', `base ${base} + controller id ${id} is past port 65535`);
+      else if (host === taken.host && taken.ports.includes(port)) {
+        errors.add('controller-listen-base', `port ${port} (controller ${id}) is also an egress port`);
+      }
+    }
+  }
+  return { ...(base !== undefined ? { base } : {}), host, addresses };
 }
 
 function bool(raw: RawSidecarOptions, flag: string, errors: Errors): boolean | undefined {
@@ -365,7 +440,7 @@ function parseWalConfig(
     rules,
     maxUploadsInFlight: maxUploadsInFlight!,
     uploadDeadlineMs: uploadDeadlineMs!,
-    maxPendingBytes: maxPendingBytes!,
+    ...(maxPendingBytes !== undefined ? { maxPendingBytes } : {}),
     degradeAfterMs: degradeAfterMs!,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),

@@ -8,6 +8,7 @@ export * from './filters/fetch-strip.js';
 export * from './filters/produce-wal.js';
 export * from './filters/sasl-handshake.js';
 export * from './log.js';
+export * from './memory-budget.js';
 export * from './metadata/sasl-client.js';
 export * from './metadata/topic-names.js';
 export * from './metadata/wal-metadata-publisher.js';

@@ -1,3 +1,4 @@
+import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
 import { peerAddress, type SidecarConfig } from './config.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
@@ -6,15 +7,21 @@ import { FetchStripFilter } from './filters/fetch-strip.js';
 import { ProduceWalFilter } from './filters/produce-wal.js';
 import { SaslHandshakeFilter } from './filters/sasl-handshake.js';
 import type { Logger } from './log.js';
+import { type MemoryBounds, memoryBounds, resolveMemoryLimit } from './memory-budget.js';
 import { TopicNames } from './metadata/topic-names.js';
 import { WalMetadataPublisher } from './metadata/wal-metadata-publisher.js';
 import type { ListenerCounters } from './net/counters.js';
 import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
 import { TlsFileError, type TlsFiles, TlsMaterial } from './net/tls-material.js';
-import { isObjectStoreError, type ObjectStore, openObjectStore } from './store/index.js';
-import { StoreHealth } from './store/store-health.js';
-import { Readiness, Telemetry, type TelemetryInit } from './telemetry/index.js';
+import {
+  isObjectStoreError,
+  type ObjectStore,
+  openObjectStore,
+  STORE_HEALTH_DEFAULTS,
+  StoreHealth,
+} from './store/index.js';
+import { Readiness, type StoreReport, Telemetry, type TelemetryInit } from './telemetry/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
 import { WalBatchIndex } from './wal/batch-index.js';
 import { WalWriter } from './wal/index.js';
@@ -58,7 +65,25 @@ export interface WalParts {
   peerReaders: PeerStoreReaders;
   /** Zone-local produce, leader side: fills references on the zone ingress (with --zone). */
   produceFill?: ProduceFillFilter;
+  /** What StoreHealth probes with, and why it last failed. */
+  storeProbe: ReportingProbe;
 }
+
+/** How long the WAL's part of a stop (writer, publisher, stores) may take before it is abandoned. */
+export const WAL_STOP_TIMEOUT_MS = 1_000;
+/**
+ * At a stop, how long a client connection may wait for responses that only a filter still holds
+ * (the broker answered; a durable ack waits for the store) before it is closed.
+ */
+export const HELD_RESPONSE_GRACE_MS = 1_000;
+/**
+ * Once the clients have drained, the replication paths drain for at most this long. Nothing a
+ * client waits for is left on them then: a follower's Fetch in flight is a long poll
+ * (replica.fetch.wait.max.ms, 500 ms) that the follower repeats from the same offset after it
+ * reconnects, and it backs off (replica.fetch.backoff.ms) after any disconnect, a clean one
+ * included, so waiting out the poll would only lengthen the restart.
+ */
+export const REPLICATION_DRAIN_MAX_MS = 250;
 
 /**
  * One sidecar in a broker's pod:
@@ -66,12 +91,33 @@ export interface WalParts {
  * - replication ingress → the broker's REPLICATION listener (followers of this broker's
  *   partitions arrive here, through their own sidecar's egress);
  * - one egress per peer broker id on egressBase+id → that peer's replication ingress (this pod's
- *   broker dials them because peers advertise REPLICATION at localhost:egressBase+id).
+ *   broker dials them because peers advertise REPLICATION at localhost:egressBase+id);
+ * - one opaque listener per KRaft controller voter on controllerListenBase+id → that controller
+ *   (the broker's controller.quorum.voters names them): the broker's heartbeats pass through the
+ *   sidecar, so a dead sidecar gets its broker fenced like a dead broker (fate sharing).
+ *
+ * Lifecycle (issue 12): start opens every listener before anything else and never waits for the
+ * store (StoreHealth probes it in the background; until it answers, everything replicates inline);
+ * stop drains the clients first while the replication and controller paths keep serving, then the
+ * replication paths, and bounds the WAL's part, whatever the store does.
  */
 export class Sidecar {
   readonly listeners: ProxyListener[] = [];
+  /** The client ingress: drained first at a stop. */
+  private readonly clientListeners: ProxyListener[] = [];
+  /** Replication ingress and egress: serve (and accept reconnects) until the clients drained. */
+  private readonly replicationListeners: ProxyListener[] = [];
+  /** The controller path: closed last, so the broker keeps its controller while anything drains. */
+  private readonly controllerListeners: ProxyListener[] = [];
   private admin?: AdminServer;
   private readonly wal?: WalParts;
+  /** Whether the WAL store may be used now; present with --wal-store-url. */
+  readonly storeHealth?: StoreHealth;
+  readonly #storeProbe?: ReportingProbe;
+  /** The bounds every cache and queue got, from --memory-limit-bytes or the cgroup's limit. */
+  readonly memory: MemoryBounds;
+  #stopping = false;
+  #topicNamesStarted?: Promise<void>;
   readonly telemetry: Telemetry;
   /** Certificates in use, each re-read every second and swapped in for new handshakes when changed. */
   readonly tlsMaterials: TlsMaterial[] = [];
@@ -86,9 +132,14 @@ export class Sidecar {
     /** Telemetry flags, and for tests extra span processors / metric readers. */
     telemetry: Partial<Omit<TelemetryInit, 'sources' | 'log'>> = {},
   ) {
+    const limit = resolveMemoryLimit(config.memoryLimitBytes);
+    this.memory = memoryBounds(limit.limitBytes, limit.source, {
+      writerPendingBytes: config.wal?.maxPendingBytes,
+      maxBufferedBytes: config.maxBufferedBytes,
+    });
     const common = {
       maxFrameBytes: config.maxFrameBytes,
-      maxBufferedBytes: config.maxBufferedBytes,
+      maxBufferedBytes: this.memory.maxBufferedBytes,
       log,
       ...(observer ? { observer } : {}),
     };
@@ -110,7 +161,11 @@ export class Sidecar {
       metadataTls && Object.keys(metadataTls.files).length > 0
         ? material(metadataTls.files, 'metadata client', 'metadata-tls')
         : undefined;
-    if (config.wal) this.wal = createWalParts(config, log, metadataMaterial);
+    if (config.wal) {
+      this.wal = createWalParts(config, log, metadataMaterial, this.memory);
+      this.storeHealth = this.wal.health;
+      this.#storeProbe = this.wal.storeProbe;
+    }
     // Only the client ingress sees Produce; followers only fetch.
     const clientFilters = this.wal ? [...filters, this.wal.produceFilter] : filters;
     const clientTls = config.clientTls
@@ -166,7 +221,7 @@ export class Sidecar {
           : {}),
       });
     }
-    this.listeners.push(
+    this.clientListeners.push(
       new ProxyListener({
         ...common,
         name: 'client',
@@ -179,7 +234,7 @@ export class Sidecar {
       }),
     );
     if (config.replicationListen && config.replicationUpstream) {
-      this.listeners.push(
+      this.replicationListeners.push(
         new ProxyListener({
           ...common,
           name: 'replication',
@@ -199,7 +254,7 @@ export class Sidecar {
     }
     for (const id of config.egressBrokerIds) {
       const upstreamTls = upstreamTlsFor(id);
-      this.listeners.push(
+      this.replicationListeners.push(
         new ProxyListener({
           ...common,
           name: `egress-${id}`,
@@ -210,8 +265,24 @@ export class Sidecar {
         }),
       );
     }
-    if (this.zoneRouting) this.listeners.push(...this.zoneRouting.listeners);
+    // The zone listeners carry client requests (and other zones' forwarded Produce): they drain
+    // with the clients, before the replication paths.
+    if (this.zoneRouting) this.clientListeners.push(...this.zoneRouting.listeners);
+    for (const [id, upstream] of config.controllerAddresses) {
+      this.controllerListeners.push(
+        new ProxyListener({
+          ...common,
+          name: `controller-${id}`,
+          listen: { host: config.controllerListenHost, port: config.controllerListenBase! + id },
+          upstream,
+          filters: [],
+          opaque: true,
+        }),
+      );
+    }
+    this.listeners.push(...this.clientListeners, ...this.replicationListeners, ...this.controllerListeners);
     const wal = this.wal;
+    const storeHealth = this.storeHealth;
     this.telemetry = new Telemetry({
       ...telemetry,
       log,
@@ -230,12 +301,14 @@ export class Sidecar {
               },
             }
           : {}),
+        ...(storeHealth ? { store: () => ({ usable: storeHealth.usable }) } : {}),
       },
     });
     if (config.adminListen) {
       const readiness = new Readiness({
         upstream: config.clientUpstream,
-        ...(wal ? { store: wal.store } : {}),
+        stopping: () => this.#stopping,
+        ...(storeHealth ? { store: () => this.storeReport()! } : {}),
       });
       this.admin = new AdminServer(
         config.adminListen,
@@ -250,15 +323,31 @@ export class Sidecar {
     }
   }
 
+  /** The store's state for /readyz and /counters; undefined without a WAL store. */
+  storeReport(): StoreReport | undefined {
+    const health = this.storeHealth;
+    if (!health || !this.wal) return undefined;
+    const lastError = health.usable ? undefined : this.#storeProbe?.lastError;
+    return {
+      url: this.wal.store.url,
+      usable: health.usable,
+      ...health.stats,
+      ...(lastError !== undefined ? { lastError } : {}),
+    };
+  }
+
   counters(): {
     brokerId: number;
     listeners: Record<string, ListenerCounters>;
+    store?: StoreReport;
     wal?: unknown;
     zone?: unknown;
   } {
+    const store = this.storeReport();
     return {
       brokerId: this.config.brokerId,
       listeners: Object.fromEntries(this.listeners.map((l) => [l.options.name, l.counters])),
+      ...(store ? { store } : {}),
       ...(this.zoneRouting ? { zone: this.zoneRouting.stats } : {}),
       ...(this.wal
         ? {
@@ -277,22 +366,13 @@ export class Sidecar {
     };
   }
 
+  /**
+   * Opens every listener, then starts what works in the background: the store probe, the topic-id
+   * lookups and the metadata publisher. Nothing here waits for the store or the broker, so a
+   * sidecar whose store is down (or whose broker is not up yet) serves within milliseconds.
+   */
   async start(): Promise<void> {
     this.telemetry.start();
-    if (this.wal) {
-      try {
-        await this.wal.store.validate();
-      } catch (error) {
-        const reason = isObjectStoreError(error) ? error.message : String(error);
-        await this.telemetry.stop();
-        throw new SidecarConfigError('wal-store-url', `the object store is not usable: ${reason}`);
-      }
-      // The validation just proved the store usable; the probe takes over when it degrades.
-      this.wal.health.markHealthy('startup validation');
-      this.wal.health.start();
-      await this.wal.topicNames.start();
-      this.wal.publisher.start();
-    }
     for (const material of this.tlsMaterials) material.start();
     try {
       for (const listener of this.listeners) await listener.start();
@@ -301,30 +381,216 @@ export class Sidecar {
       await this.stop(0);
       throw error;
     }
-    this.log.info({ brokerId: this.config.brokerId, listeners: this.listeners.length }, 'sidecar ready');
+    if (this.wal) {
+      this.storeHealth?.start();
+      this.#topicNamesStarted = this.wal.topicNames.start();
+      this.wal.publisher.start();
+    }
+    this.logMemoryBounds();
+    this.log.info(
+      {
+        brokerId: this.config.brokerId,
+        listeners: this.listeners.length,
+        ...(this.storeHealth ? { store: this.storeHealth.state } : {}),
+      },
+      'sidecar ready',
+    );
   }
 
-  /** Stops accepting, lets in-flight requests finish for up to `drainTimeoutMs`, then closes. */
-  async stop(drainTimeoutMs = this.config.drainTimeoutMs): Promise<void> {
-    const forced = await Promise.all(this.listeners.map((l) => l.drain(drainTimeoutMs).catch(() => 0)));
-    if (this.wal) {
-      // Uploads still running finish (or fail) before the process exits, so no durable-ack
-      // producer is left waiting on a batch that was about to be stored.
-      this.wal.health.stop();
-      await this.wal.writer.close().catch(() => undefined);
-      await this.wal.publisher.stop().catch(() => undefined);
-      this.wal.topicNames.stop();
-      await this.wal.peerReaders.close();
-      await this.wal.store.close().catch(() => undefined);
+  private logMemoryBounds(): void {
+    const m = this.memory;
+    const mib = (n: number) => Math.round((n / 1_048_576) * 10) / 10;
+    const heapLimit = v8.getHeapStatistics().heap_size_limit;
+    this.log.info(
+      {
+        memoryLimitMiB: mib(m.limitBytes),
+        source: m.source,
+        batchIndexEntries: m.batchIndexEntries,
+        metadataQueuePieces: m.metadataQueuePieces,
+        writerPendingMiB: mib(m.writerPendingBytes),
+        readCacheMiB: mib(m.readCacheBytes),
+        maxBufferedKiB: Math.round(m.maxBufferedBytes / 1024),
+        heapMiB: mib(m.heapBytes),
+        v8HeapLimitMiB: mib(heapLimit),
+      },
+      'memory bounds',
+    );
+    // A heap allowed to grow past its share lets the container's OOM killer act before the
+    // garbage collector does (issue 12, case 10); only meaningful when a real limit is known.
+    if (m.source !== 'default' && heapLimit > m.heapBytes * 1.25) {
+      this.log.warn(
+        { v8HeapLimitMiB: mib(heapLimit), heapMiB: mib(m.heapBytes) },
+        `V8's heap limit is above the heap share of --memory-limit-bytes: start node with --max-old-space-size=${Math.floor(m.heapBytes / 1_048_576)} (NODE_OPTIONS)`,
+      );
     }
+  }
+
+  /**
+   * Stops in the order that costs the clients least (issue 12, case 6):
+   * 1. the client ingress stops accepting and reading; responses still due are delivered, so an
+   *    acks=all produce in flight completes — its followers still fetch, through the replication
+   *    paths, which keep serving and accepting reconnects meanwhile;
+   * 2. then the replication ingress and egress drain, and the WAL's part stops, at most
+   *    WAL_STOP_TIMEOUT_MS whatever the store does (calls still running are abandoned);
+   * 3. the controller path closes last, so the broker has its controller until the sidecar is gone.
+   */
+  async stop(drainTimeoutMs = this.config.drainTimeoutMs): Promise<void> {
+    this.#stopping = true;
+    const begun = performance.now();
+    const inFlight = Object.fromEntries(
+      this.listeners
+        .map((l) => [l.options.name, l.requestsInFlight()] as const)
+        .filter(([, byApi]) => Object.keys(byApi).length > 0),
+    );
+    this.log.info({ inFlight, drainTimeoutMs }, 'draining: clients first, then the replication paths');
+    const clientsForced = await drainAll(this.clientListeners, drainTimeoutMs, HELD_RESPONSE_GRACE_MS);
+    const clientsMs = performance.now() - begun;
+    const [replicationForced] = await Promise.all([
+      drainAll(this.replicationListeners, Math.min(REPLICATION_DRAIN_MAX_MS, drainTimeoutMs)),
+      this.stopWal(),
+    ]);
+    const replicationMs = performance.now() - begun - clientsMs;
+    await drainAll(this.controllerListeners, 0);
     await this.admin?.stop().catch(() => undefined);
     for (const material of this.tlsMaterials) material.stop();
     await this.telemetry.stop();
-    this.log.info({ forcedClosed: forced.reduce((a, b) => a + b, 0) }, 'sidecar stopped');
+    this.log.info(
+      {
+        forcedClosed: clientsForced + replicationForced,
+        clientsDrainedMs: Math.round(clientsMs),
+        replicationDrainedMs: Math.round(replicationMs),
+        stopMs: Math.round(performance.now() - begun),
+      },
+      'sidecar stopped',
+    );
+  }
+
+  /**
+   * The writer seals and settles what it holds, the publisher sends what is queued, the stores
+   * close: at most WAL_STOP_TIMEOUT_MS, then abandoned with a log line (a frozen store must not
+   * hold the pod's shutdown; tickets still open are the clients' to retry).
+   */
+  private async stopWal(): Promise<void> {
+    const wal = this.wal;
+    if (!wal) return;
+    this.storeHealth?.stop();
+    wal.topicNames.stop();
+    // start() arms the refresh timer after its first lookup: stop that one too.
+    void this.#topicNamesStarted?.then(() => wal.topicNames.stop());
+    const steps = (async () => {
+      await wal.writer.close().catch(() => undefined);
+      await wal.publisher.stop().catch(() => undefined);
+      await wal.peerReaders.close();
+      await wal.store.close().catch(() => undefined);
+    })();
+    const finished = await settleWithin(steps, WAL_STOP_TIMEOUT_MS);
+    if (!finished) {
+      this.log.warn(
+        {
+          timeoutMs: WAL_STOP_TIMEOUT_MS,
+          pendingBytes: wal.writer.stats.pendingBytes,
+          metadataQueued: wal.publisher.queued,
+        },
+        'WAL stop abandoned: the store or the metadata topic did not finish in time',
+      );
+    }
   }
 }
 
-function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: TlsMaterial): WalParts {
+/** Drains the listeners together; resolves with the connections force-closed. */
+async function drainAll(
+  listeners: ProxyListener[],
+  timeoutMs: number,
+  heldGraceMs?: number,
+): Promise<number> {
+  const forced = await Promise.all(
+    listeners.map((l) => l.drain(timeoutMs, heldGraceMs === undefined ? {} : { heldGraceMs }).catch(() => 0)),
+  );
+  return forced.reduce((a, b) => a + b, 0);
+}
+
+/** True when `work` settled within `timeoutMs`; false when it was left running. */
+async function settleWithin(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const done = await Promise.race([
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  return done;
+}
+
+/** The store probe StoreHealth runs, reporting each distinct failure once. */
+interface ReportingProbe {
+  probe: () => Promise<void>;
+  /** Why the last probe failed; undefined after a success. */
+  readonly lastError: string | undefined;
+}
+
+/**
+ * store.validate() (a small put and a delete: the store takes this sidecar's writes), bounded
+ * like StoreHealth bounds it. Every store condition is recoverable from the sidecar's side — an
+ * unreachable or refusing endpoint, a timeout, a 5xx, but also a missing bucket or denied
+ * credentials, which an operator fixes while the broker serves — so none stops the sidecar: each
+ * distinct reason is logged once as an error naming --wal-store-url, and probing goes on.
+ */
+function reportingProbe(store: ObjectStore, log: Logger): ReportingProbe {
+  const reported = new Set<string>();
+  let lastError: string | undefined;
+  const timeoutMs = STORE_HEALTH_DEFAULTS.probeTimeoutMs;
+  return {
+    get lastError() {
+      return lastError;
+    },
+    probe: async () => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          store.validate(),
+          new Promise((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`the object store did not answer within ${timeoutMs} ms`)),
+              timeoutMs,
+            );
+          }),
+        ]);
+        lastError = undefined;
+        // A new outage after a recovery is reported again.
+        reported.clear();
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        const reason = isObjectStoreError(error)
+          ? error.code
+          : message.startsWith('the object store did not answer')
+            ? 'TIMEOUT'
+            : message;
+        lastError = message;
+        if (!reported.has(reason)) {
+          reported.add(reason);
+          log.error(
+            { store: store.url, code: isObjectStoreError(error) ? error.code : undefined },
+            `--wal-store-url: the object store is not usable: ${message}; every topic replicates inline until it is (probing every ${STORE_HEALTH_DEFAULTS.probeIntervalMs} ms)`,
+          );
+        }
+        throw error;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+function createWalParts(
+  config: SidecarConfig,
+  log: Logger,
+  metadataMaterial: TlsMaterial | undefined,
+  memory: MemoryBounds,
+): WalParts {
   const wal = config.wal!;
   let store: ObjectStore;
   try {
@@ -332,7 +598,9 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   } catch (error) {
     throw new SidecarConfigError('wal-store-url', (error as Error).message);
   }
-  const health = new StoreHealth({ store: wal.storeUrl, probe: () => store.validate(), log });
+  // Probed in the background from start(): the sidecar serves at once, inline until the store answers.
+  const storeProbe = reportingProbe(store, log);
+  const health = new StoreHealth({ store: wal.storeUrl, probe: storeProbe.probe, log });
   const writer = new WalWriter({
     store,
     health,
@@ -341,7 +609,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     lingerMs: wal.defaults.lingerMs,
     maxUploadsInFlight: wal.maxUploadsInFlight,
     uploadDeadlineMs: wal.uploadDeadlineMs,
-    maxPendingBytes: wal.maxPendingBytes,
+    maxPendingBytes: Math.max(memory.writerPendingBytes, wal.defaults.targetBytes),
     degradeAfterMs: wal.degradeAfterMs,
     // The store URL carries the prefix (s3://bucket/prefix, file:///dir): one place to set it.
     keyPrefix: '',
@@ -371,10 +639,11 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     partitions: wal.metadata.partitions,
     replicationFactor: wal.metadata.replicationFactor,
     retentionMs: wal.metadata.retentionMs,
+    maxQueued: memory.metadataQueuePieces,
     log,
   });
   const policy = new TopicPolicy(wal.defaults, wal.rules);
-  const index = new WalBatchIndex();
+  const index = new WalBatchIndex({ maxEntries: memory.batchIndexEntries });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
   const reader = new WalRangeReader({ store });
   const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
@@ -412,6 +681,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   return {
     store,
     health,
+    storeProbe,
     writer,
     policy,
     index,

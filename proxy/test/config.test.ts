@@ -125,4 +125,59 @@ describe('parseSidecarConfig', () => {
       '--replication-upstream: is required when the other replication flag is set',
     ]);
   });
+  it('opens one controller listener per voter on base+id, forwarding to its address', () => {
+    const result = parseSidecarConfig({
+      ...minimal,
+      'controller-listen-base': '19500',
+      'controller-address': ['100=kafka-controller-0.h:9094', '101=kafka-controller-1.h:9094'],
+    });
+    if (!('config' in result)) throw new Error(result.errors.join('\n'));
+    expect(result.config.controllerListenBase).toBe(19_500);
+    expect(result.config.controllerListenHost).toBe('127.0.0.1');
+    expect([...result.config.controllerAddresses]).toEqual([
+      [100, { host: 'kafka-controller-0.h', port: 9094 }],
+      [101, { host: 'kafka-controller-1.h', port: 9094 }],
+    ]);
+  });
+
+  it('needs both controller flags, ports in range and apart from the egress ports', () => {
+    expect(errorsOf({ ...minimal, 'controller-address': '100=c:9094' })).toEqual([
+      '--controller-listen-base: is required with --controller-address (the listener for controller id V is on base+V)',
+    ]);
+    expect(errorsOf({ ...minimal, 'controller-listen-base': '19500' })).toEqual([
+      '--controller-address: is required with --controller-listen-base: <controller-id>=<host:port> of each voter',
+    ]);
+    expect(
+      errorsOf({ ...minimal, 'controller-listen-base': '65500', 'controller-address': ['100=c:9094', 'x'] }),
+    ).toEqual([
+      "--controller-address: 'x' is not <controller-id>=<host:port>",
+      '--controller-listen-base: base 65500 + controller id 100 is past port 65535',
+    ]);
+    expect(
+      errorsOf({
+        ...minimal,
+        'egress-listen-base': '19000',
+        'peer-address': ['2=b:9193'],
+        'controller-listen-base': '18902',
+        'controller-address': '100=c:9094',
+      }),
+    ).toEqual(['--controller-listen-base: port 19002 (controller 100) is also an egress port']);
+  });
+
+  it('leaves the memory-derived bounds unset unless given, and refuses a limit too small to serve', () => {
+    const result = parseSidecarConfig(minimal);
+    if (!('config' in result)) throw new Error(result.errors.join('\n'));
+    expect(result.config.maxBufferedBytes).toBeUndefined();
+    expect(result.config.memoryLimitBytes).toBeUndefined();
+    const given = parseSidecarConfig({
+      ...minimal,
+      'memory-limit-bytes': '268435456',
+      'max-buffered-bytes': '65536',
+    });
+    if (!('config' in given)) throw new Error(given.errors.join('\n'));
+    expect(given.config).toMatchObject({ memoryLimitBytes: 268_435_456, maxBufferedBytes: 65_536 });
+    expect(errorsOf({ ...minimal, 'memory-limit-bytes': '1000000' })).toEqual([
+      "--memory-limit-bytes: '1000000' is not a whole number from 134217728 to 1125899906842624",
+    ]);
+  });
 });

@@ -22,7 +22,7 @@ log4j.appender.STDERR.layout.ConversionPattern=[%d] %p %m (%c)%n
 `;
 
 /** The JVM flag pointing the tool's logging backend at a WARN-to-stderr configuration. */
-function toolsLogFlag(version: string): string {
+export function toolsLogFlag(version: string): string {
   if (kafkaLogging(version) === 'reload4j') {
     const file = path.join(os.tmpdir(), 'walproxy-tools-log4j.properties');
     writeFileSync(file, TOOLS_LOG4J1);

@@ -1,11 +1,19 @@
-import { writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { runKafkaTool } from './java-tools.js';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { kafkaLibDir, kafkaVersion } from '../cluster/paths.js';
+import { propertiesFile, runKafkaTool, toolsLogFlag } from './java-tools.js';
+
+/** One acknowledged send, as the producer's callback reported it. */
+export interface Acknowledgement {
+  value: string;
+  partition: number;
+  offset: number;
+  /** When the callback ran (the tool's System.currentTimeMillis()). */
+  timestamp: number;
+}
 
 export interface VerifiableProducerResult {
-  /** Values the producer's callback saw acknowledged, with where they landed. */
-  acknowledged: Array<{ value: string; partition: number; offset: number }>;
+  /** Values the producer's callback saw acknowledged, with where they landed and when. */
+  acknowledged: Acknowledgement[];
   /** Values whose send failed (the callback got an exception). */
   failed: string[];
   code: number | null;
@@ -13,12 +21,7 @@ export interface VerifiableProducerResult {
   stderr: string;
 }
 
-/**
- * Kafka's own VerifiableProducer (kafka-tools, used by Kafka's system tests): it sends
- * `maxMessages` values "0", "1", ... and prints one JSON event per callback, so what counts as
- * acknowledged is what the Java producer itself reported acknowledged, record by record.
- */
-export async function verifiableProducer(opts: {
+export interface VerifiableProducerOptions {
   bootstrap: string;
   topic: string;
   maxMessages: number;
@@ -26,10 +29,19 @@ export async function verifiableProducer(opts: {
   throughput: number;
   props?: Record<string, string | number>;
   timeoutMs?: number;
+  /** Values become `<prefix>.<n>` (the tool's --value-prefix), to tell producers apart in one topic. */
+  valuePrefix?: number;
+  /**
+   * Keys cycle through "0".."N-1" (the tool's --repeating-keys), so every partition gets records
+   * all the time. Without keys the sticky partitioner stays on one partition until batch.size
+   * bytes went there: seconds at a low rate, which would read as a stall of the others.
+   */
+  repeatingKeys?: number;
   /** Run the tool inside this network namespace (e.g. a zone's client namespace). */
   netns?: string;
-}): Promise<VerifiableProducerResult> {
-  const config = path.join(os.tmpdir(), `walproxy-verifiable-${process.pid}-${Date.now()}.properties`);
+}
+
+function toolArgs(opts: VerifiableProducerOptions): string[] {
   const props = {
     // VerifiableProducer sets retries=0 itself, which idempotence refuses: retry until the
     // delivery timeout, as a default producer does.
@@ -39,38 +51,133 @@ export async function verifiableProducer(opts: {
     'request.timeout.ms': 10_000,
     ...opts.props,
   };
-  writeFileSync(
-    config,
-    `${Object.entries(props)
-      .map(([k, v]) => `${k}=${v}`)
-      .join('\n')}\n`,
-  );
-  const result = await runKafkaTool(
-    'org.apache.kafka.tools.VerifiableProducer',
-    [
-      '--bootstrap-server',
-      opts.bootstrap,
-      '--topic',
-      opts.topic,
-      '--max-messages',
-      String(opts.maxMessages),
-      '--throughput',
-      String(opts.throughput),
-      // One token: the argument parser would read a separate '-1' as an option.
-      '--acks=-1',
-      '--producer.config',
-      config,
-    ],
-    { timeoutMs: opts.timeoutMs ?? 300_000, ...(opts.netns ? { netns: opts.netns } : {}) },
-  );
-  const acknowledged: VerifiableProducerResult['acknowledged'] = [];
+  return [
+    '--bootstrap-server',
+    opts.bootstrap,
+    '--topic',
+    opts.topic,
+    '--max-messages',
+    String(opts.maxMessages),
+    '--throughput',
+    String(opts.throughput),
+    // One token: the argument parser would read a separate '-1' as an option.
+    '--acks=-1',
+    ...(opts.valuePrefix !== undefined ? ['--value-prefix', String(opts.valuePrefix)] : []),
+    ...(opts.repeatingKeys !== undefined ? ['--repeating-keys', String(opts.repeatingKeys)] : []),
+    '--producer.config',
+    propertiesFile('verifiable', props),
+  ];
+}
+
+function parseEvents(stdout: string): Pick<VerifiableProducerResult, 'acknowledged' | 'failed'> {
+  const acknowledged: Acknowledgement[] = [];
   const failed: string[] = [];
-  for (const line of result.stdout.split('\n')) {
+  for (const line of stdout.split('\n')) {
     if (!line.startsWith('{')) continue;
-    const event = JSON.parse(line) as { name: string; value?: string; partition?: number; offset?: number };
-    if (event.name === 'producer_send_success')
-      acknowledged.push({ value: event.value!, partition: event.partition!, offset: event.offset! });
-    else if (event.name === 'producer_send_error') failed.push(event.value ?? '?');
+    const event = JSON.parse(line) as {
+      name: string;
+      timestamp: number;
+      value?: string;
+      partition?: number;
+      offset?: number;
+    };
+    if (event.name === 'producer_send_success') {
+      acknowledged.push({
+        value: event.value!,
+        partition: event.partition!,
+        offset: event.offset!,
+        timestamp: event.timestamp,
+      });
+    } else if (event.name === 'producer_send_error') failed.push(event.value ?? '?');
   }
-  return { acknowledged, failed, code: result.code, stderr: result.stderr };
+  return { acknowledged, failed };
+}
+
+/**
+ * Kafka's own VerifiableProducer (kafka-tools, used by Kafka's system tests): it sends
+ * `maxMessages` values "0", "1", ... and prints one JSON event per callback, so what counts as
+ * acknowledged is what the Java producer itself reported acknowledged, record by record.
+ */
+export async function verifiableProducer(opts: VerifiableProducerOptions): Promise<VerifiableProducerResult> {
+  const result = await runKafkaTool('org.apache.kafka.tools.VerifiableProducer', toolArgs(opts), {
+    timeoutMs: opts.timeoutMs ?? 300_000,
+    ...(opts.netns ? { netns: opts.netns } : {}),
+  });
+  return { ...parseEvents(result.stdout), code: result.code, stderr: result.stderr };
+}
+
+/** A VerifiableProducer running in the background until `stop()` (or `maxMessages`). */
+export interface RunningVerifiableProducer {
+  /** Acknowledgements so far. */
+  acknowledged(): Acknowledgement[];
+  /**
+   * SIGTERM: the tool's shutdown hook closes the producer, which completes (acknowledges or
+   * fails) every send in flight before the JVM exits; SIGKILL after `graceMs`.
+   */
+  stop(graceMs?: number): Promise<VerifiableProducerResult>;
+}
+
+/** Starts a VerifiableProducer that runs until stopped (bounded by `timeoutMs`, default 10 min). */
+export function startVerifiableProducer(opts: VerifiableProducerOptions): RunningVerifiableProducer {
+  const child: ChildProcess = spawn(
+    'java',
+    [
+      '-Xmx256m',
+      '-XX:+UseSerialGC',
+      toolsLogFlag(kafkaVersion()),
+      '-cp',
+      `${kafkaLibDir()}/*`,
+      'org.apache.kafka.tools.VerifiableProducer',
+      ...toolArgs(opts),
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const guard = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 600_000);
+  void exited.then(() => clearTimeout(guard));
+  process.once('exit', () => child.kill('SIGKILL'));
+  return {
+    acknowledged: () => parseEvents(stdout.slice(0, stdout.lastIndexOf('\n') + 1)).acknowledged,
+    async stop(graceMs = 30_000) {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return { ...parseEvents(stdout), code, stderr };
+    },
+  };
+}
+
+/**
+ * The longest stretch without an acknowledgement that overlaps [from, to], per partition (a
+ * partition stalls on its own: the others keep being acknowledged meanwhile). Stretches are
+ * measured between consecutive acknowledgements of the partition, so one that began before
+ * `from` counts whole; a partition not acknowledged again by `to` counts its stretch up to `to`.
+ */
+export function longestGapMs(acks: readonly Acknowledgement[], from: number, to: number): number {
+  const byPartition = new Map<number, number[]>();
+  for (const a of acks) {
+    const times = byPartition.get(a.partition) ?? [];
+    times.push(a.timestamp);
+    byPartition.set(a.partition, times);
+  }
+  let longest = 0;
+  for (const times of byPartition.values()) {
+    times.sort((a, b) => a - b);
+    for (let i = 1; i < times.length; i++) {
+      const [start, end] = [times[i - 1]!, times[i]!];
+      if (end >= from && start <= to) longest = Math.max(longest, end - start);
+    }
+    const last = times.at(-1)!;
+    if (last < to) longest = Math.max(longest, to - Math.max(last, from));
+  }
+  return longest;
 }

@@ -6,7 +6,13 @@ import type { ZoneNetwork } from '../net/zone-network.js';
 import { kafkaLibDir, kafkaLogging, kafkaVersion, repoRoot, sidecarEntry } from './paths.js';
 import { findFreeBase, type PortPlan, portPlan } from './ports.js';
 import { ManagedProcess } from './process.js';
-import { brokerListenerSettings, egressBrokerIds, sidecarFlags } from './topology-rules.js';
+import {
+  brokerListenerSettings,
+  brokerQuorumVoters,
+  type ControllerVoter,
+  egressBrokerIds,
+  sidecarFlags,
+} from './topology-rules.js';
 
 export const BROKER_IDS = [1, 2, 3] as const;
 export const CONTROLLER_ID = 100;
@@ -19,6 +25,12 @@ export interface ClusterOptions {
    * in-process, to observe frames).
    */
   sidecars?: boolean | 'external';
+  /**
+   * Route each broker's KRaft controller traffic through its own sidecar (fate sharing: a dead
+   * sidecar gets its broker fenced). Default: true when the harness runs the sidecars; with
+   * 'external' sidecars the brokers start before them, so they dial the controller directly.
+   */
+  controllerThroughSidecar?: boolean;
   kafkaVersion?: string;
   /** Broker heap, e.g. '512m'. */
   brokerHeap?: string;
@@ -134,6 +146,16 @@ export class KafkaCluster {
     return this.options.sidecars !== false;
   }
 
+  /** Whether brokers reach the controller through their sidecar (topology-rules.ts). */
+  get controllerThroughSidecar(): boolean {
+    return this.options.controllerThroughSidecar ?? this.options.sidecars === true;
+  }
+
+  /** The controller's server.log (fencing and unfencing of brokers is logged there). */
+  controllerLogFile(): string {
+    return path.join(this.workDir, 'controller', 'logs', 'server.log');
+  }
+
   /** Bootstrap servers for clients: the sidecars' client ingresses (or the brokers without sidecars). */
   bootstrap(): string {
     return BROKER_IDS.map((id) =>
@@ -172,6 +194,10 @@ export class KafkaCluster {
 
   private get controllerAddress(): string {
     return this.options.zones ? this.options.zones.controller.address : '127.0.0.1';
+  }
+
+  private get controllerVoters(): ControllerVoter[] {
+    return [{ id: CONTROLLER_ID, address: `${this.controllerAddress}:${this.ports.controller}` }];
   }
 
   /** `java`/`node` as started inside the node's namespace (zone network) or directly. */
@@ -213,7 +239,7 @@ export class KafkaCluster {
 
   private commonProperties(): Record<string, string | number> {
     return {
-      'controller.quorum.voters': `${CONTROLLER_ID}@${this.controllerAddress}:${this.ports.controller}`,
+      'controller.quorum.voters': brokerQuorumVoters(this.controllerVoters),
       'controller.listener.names': 'CONTROLLER',
       'num.network.threads': 2,
       'num.io.threads': 2,
@@ -271,6 +297,16 @@ export class KafkaCluster {
       'replica.selector.class': 'org.apache.kafka.common.replica.RackAwareReplicaSelector',
       'log.dirs': this.dataDir(id),
       ...this.commonProperties(),
+      // After the common settings: a broker behind its sidecar names the sidecar's controller
+      // listeners in its own pod, while the controller keeps the real address.
+      ...(this.controllerThroughSidecar
+        ? {
+            'controller.quorum.voters': brokerQuorumVoters(this.controllerVoters, {
+              host: '127.0.0.1',
+              base: p.sidecarControllerBase(id, CONTROLLER_ID),
+            }),
+          }
+        : {}),
     };
   }
 
@@ -297,8 +333,10 @@ export class KafkaCluster {
     }
     this.format();
     await this.startController();
-    await Promise.all(BROKER_IDS.map((id) => this.startBroker(id)));
+    // As in a Kubernetes pod with a native sidecar: the sidecar first (it serves without its
+    // broker), then the broker, which reaches its controller through it.
     if (this.options.sidecars === true) await Promise.all(BROKER_IDS.map((id) => this.startSidecar(id)));
+    await Promise.all(BROKER_IDS.map((id) => this.startBroker(id)));
   }
 
   /** `kafka-storage format` for every node, with one cluster id and a static quorum (kraft.version 0). */
@@ -350,8 +388,9 @@ export class KafkaCluster {
     await waitForPort(this.ports.brokerDirect(id), 90_000, broker, this.podAddress(id));
   }
 
-  async stopBroker(id: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    await this.brokers.get(id)?.stop(signal);
+  /** Sends `signal` and waits for the exit (SIGKILL after `graceMs`: a controlled shutdown takes a while). */
+  async stopBroker(id: number, signal: NodeJS.Signals = 'SIGTERM', graceMs = 60_000): Promise<void> {
+    await this.brokers.get(id)?.stop(signal, graceMs);
   }
 
   sidecarArguments(id: number): string[] {
@@ -377,6 +416,14 @@ export class KafkaCluster {
           ),
         },
         adminListen: `${pod}:${p.sidecarAdmin(id)}`,
+        ...(this.controllerThroughSidecar
+          ? {
+              controllers: {
+                listenBase: p.sidecarControllerBase(id, CONTROLLER_ID),
+                voters: this.controllerVoters,
+              },
+            }
+          : {}),
       }),
       ...(this.options.sidecarArgs?.(id) ?? []),
     ];
@@ -399,8 +446,8 @@ export class KafkaCluster {
     await sidecar.waitForOutput(/"msg":"sidecar ready"/, 30_000);
   }
 
-  async stopSidecar(id: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    await this.sidecars.get(id)?.stop(signal);
+  async stopSidecar(id: number, signal: NodeJS.Signals = 'SIGTERM', graceMs = 30_000): Promise<void> {
+    await this.sidecars.get(id)?.stop(signal, graceMs);
   }
 
   /** The sidecar's counters, from its admin endpoint. */
@@ -411,12 +458,13 @@ export class KafkaCluster {
   }
 
   /**
-   * Stops everything: sidecars, then brokers, then the controller (a broker's controlled shutdown
-   * waits for the controller). Logs and data are removed unless `keepLogs`.
+   * Stops everything: brokers, then sidecars (as the kubelet stops a pod with a native sidecar: a
+   * broker's controlled shutdown needs its controller, which it reaches through the sidecar), then
+   * the controller. Logs and data are removed unless `keepLogs`.
    */
   async stop({ keepLogs = false }: { keepLogs?: boolean } = {}): Promise<void> {
-    await Promise.all([...this.sidecars.values()].map((s) => s.stop('SIGTERM', 5_000)));
     await Promise.all([...this.brokers.values()].map((b) => b.stop('SIGTERM', 15_000)));
+    await Promise.all([...this.sidecars.values()].map((s) => s.stop('SIGTERM', 5_000)));
     await this.controller?.stop('SIGTERM', 10_000);
     if (keepLogs) {
       const kept = path.join(repoRoot(), 'e2e', '.runs', path.basename(this.workDir));

@@ -13,6 +13,8 @@ import net from 'node:net';
  *   sidecar N replication ingress   base + 40 + N
  *   egress for broker N             base + 50 + N   (what broker N advertises for REPLICATION)
  *   sidecar N admin HTTP            base + 70 + N
+ *   sidecar N controller path       base + 80 + N   (for the one voter, id 100: the broker's
+ *                                                    controller.quorum.voters names it)
  */
 export interface PortPlan {
   base: number;
@@ -24,6 +26,11 @@ export interface PortPlan {
   sidecarReplication(id: number): number;
   egress(id: number): number;
   sidecarAdmin(id: number): number;
+  /**
+   * --controller-listen-base of sidecar N for a controller with id `controllerId`: its listener
+   * for that voter (base + controllerId) is then base + 80 + N.
+   */
+  sidecarControllerBase(id: number, controllerId: number): number;
 }
 
 export function portPlan(base: number): PortPlan {
@@ -37,6 +44,7 @@ export function portPlan(base: number): PortPlan {
     sidecarReplication: (id) => base + 40 + id,
     egress: (id) => base + 50 + id,
     sidecarAdmin: (id) => base + 70 + id,
+    sidecarControllerBase: (id, controllerId) => base + 80 + id - controllerId,
   };
 }
 
@@ -72,7 +80,7 @@ export async function findFreeBase(): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = lowest + 100 * Math.floor(Math.random() * blocks);
     let allFree = true;
-    for (let offset = 0; offset < 80 && allFree; offset++) allFree = await isFree(base + offset);
+    for (let offset = 0; offset < 90 && allFree; offset++) allFree = await isFree(base + offset);
     if (allFree) return base;
   }
   throw new Error(`no free block of 100 loopback ports between ${lowest} and the ephemeral range`);

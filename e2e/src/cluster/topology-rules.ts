@@ -11,7 +11,12 @@
  * - `inter.broker.listener.name=REPLICATION`, and broker N advertises REPLICATION at
  *   `localhost:<egressBase+N>`: a follower resolves that inside its own pod, where its own sidecar's
  *   egress for N forwards to N's replication ingress.
- * - The KRaft CONTROLLER listener is not proxied.
+ * - The broker's KRaft controller traffic goes through its own sidecar (fate sharing): the broker's
+ *   `controller.quorum.voters` names, for each voter V, `<controllerListenHost>:<controllerBase+V>`
+ *   in its own pod, where the sidecar forwards the bytes unread to V. A dead sidecar so stops its
+ *   broker's heartbeats, and the controller fences the broker as it would a dead one. Controllers
+ *   keep their own, real, voter addresses. This needs a static quorum (kraft.version 0): with a
+ *   dynamic one (KIP-853) brokers take the voters' endpoints from the metadata log.
  *
  * No I/O, no defaults that depend on the machine: every address comes in as an argument.
  */
@@ -49,6 +54,29 @@ export interface BrokerListenerInput {
    */
   withSidecar?: boolean;
   extraListeners?: ExtraListener[];
+}
+
+/** A KRaft controller voter as the controllers themselves know it. */
+export interface ControllerVoter {
+  id: number;
+  /** `host:port` of its CONTROLLER listener. */
+  address: string;
+}
+
+/** Where a sidecar's controller listeners are: voter V on `host:(base + V)`. */
+export interface ControllerRoute {
+  host: string;
+  base: number;
+}
+
+/**
+ * `controller.quorum.voters` of a broker: with a route, each voter at its sidecar listener in the
+ * broker's own pod; without one (no sidecar, or controller traffic not routed), the real address.
+ */
+export function brokerQuorumVoters(voters: readonly ControllerVoter[], route?: ControllerRoute): string {
+  return voters
+    .map((v) => (route ? `${v.id}@${route.host}:${route.base + v.id}` : `${v.id}@${v.address}`))
+    .join(',');
 }
 
 /** The host:port broker `brokerId` advertises for REPLICATION: the follower's own sidecar egress. */
@@ -134,6 +162,8 @@ export interface SidecarFlagsInput {
   peers: { template: string } | { addresses: ReadonlyArray<readonly [number, string]> };
   /** `host:port` of /healthz and /counters; absent: the sidecar's default. */
   adminListen?: string;
+  /** The controller path: one listener per voter on `base + id`, forwarding to its address. */
+  controllers?: { listenBase: number; voters: readonly ControllerVoter[] };
   /** The WAL (leader side); absent: the sidecar forwards transparently. */
   wal?: { storeUrl: string; topics?: readonly string[]; topicConfigs?: readonly string[] };
 }
@@ -152,6 +182,10 @@ export function sidecarFlags(input: SidecarFlagsInput): string[] {
   if ('template' in input.peers) flags.push(`--peer-address-template=${input.peers.template}`);
   else flags.push(...input.peers.addresses.map(([id, address]) => `--peer-address=${id}=${address}`));
   if (input.adminListen !== undefined) flags.push(`--admin-listen=${input.adminListen}`);
+  if (input.controllers) {
+    flags.push(`--controller-listen-base=${input.controllers.listenBase}`);
+    flags.push(...input.controllers.voters.map((v) => `--controller-address=${v.id}=${v.address}`));
+  }
   if (input.wal) {
     flags.push(`--wal-store-url=${input.wal.storeUrl}`);
     flags.push(...(input.wal.topics ?? []).map((t) => `--wal-topic=${t}`));

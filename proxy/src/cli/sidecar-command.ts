@@ -84,6 +84,23 @@ export function sidecarOptions(yargs: Argv): Argv {
       array: true,
       describe: 'replication ingress of one broker as <id>=<host:port> (repeatable); wins over the template',
     })
+    .option('controller-listen-base', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "the KRaft controller path: the listener for controller id V is on base+V; the broker's controller.quorum.voters names them, so its heartbeats stop when the sidecar does",
+    })
+    .option('controller-listen-host', {
+      type: 'string',
+      describe: "address the controller listeners bind (only this pod's broker dials them)",
+      default: SIDECAR_DEFAULTS['controller-listen-host'],
+    })
+    .option('controller-address', {
+      type: 'string',
+      array: true,
+      describe:
+        'a controller voter as <id>=<host:port> (repeatable): its listener forwards there, bytes unread',
+    })
     .option('admin-listen', {
       type: 'string',
       describe: "host:port of /healthz and /counters, or 'off'",
@@ -98,8 +115,14 @@ export function sidecarOptions(yargs: Argv): Argv {
     .option('max-buffered-bytes', {
       type: 'string',
       requiresArg: true,
-      describe: "pause reading a side while the other side's send queue exceeds this",
-      default: SIDECAR_DEFAULTS['max-buffered-bytes'],
+      describe:
+        "pause reading a side while the other side's send queue exceeds this; default: derived from --memory-limit-bytes",
+    })
+    .option('memory-limit-bytes', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "memory the sidecar may use; every cache and queue bound is derived from it; default: the container's cgroup limit, else 536870912",
     })
     .option('drain-timeout-ms', {
       type: 'string',
@@ -158,8 +181,8 @@ export function sidecarOptions(yargs: Argv): Argv {
     .option('wal-max-pending-bytes', {
       type: 'string',
       requiresArg: true,
-      describe: 'bytes copied but not yet stored; past it new batches are not copied (memory bound)',
-      default: SIDECAR_DEFAULTS['wal-max-pending-bytes'],
+      describe:
+        'bytes copied but not yet stored; past it new batches are not copied; default: derived from --memory-limit-bytes',
     })
     .option('wal-degrade-after-ms', {
       type: 'string',
@@ -270,12 +293,18 @@ export async function runSidecar(argv: Record<string, unknown>): Promise<void> {
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info(
-      { signal, drainTimeoutMs: config.drainTimeoutMs },
-      'stopping: no new connections, draining in-flight requests',
-    );
+    log.info({ signal }, 'stopping');
+    // Every step of stop() is bounded; this bounds the sum, should one of them not be.
+    const guard = setTimeout(() => {
+      log.warn({ afterMs: config.drainTimeoutMs + STOP_GUARD_MS }, 'stop did not finish; exiting anyway');
+      process.exit(0);
+    }, config.drainTimeoutMs + STOP_GUARD_MS);
+    guard.unref();
     void sidecar.stop().then(() => process.exit(0));
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
+
+/** Past --drain-timeout-ms plus this, a stop that has not finished exits anyway. */
+const STOP_GUARD_MS = 5_000;

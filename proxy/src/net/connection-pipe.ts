@@ -108,8 +108,21 @@ export class ConnectionPipe {
     return this.slots.length;
   }
 
+  /** The API keys of those requests, oldest first. */
+  get inFlightApiKeys(): number[] {
+    return this.slots.map((slot) => slot.info.apiKey);
+  }
+
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /**
+   * The upstream has answered every request, and what is left is held by a filter (a durable ack
+   * waiting for the store, a leader-side hold, a follower-side fill): nothing the broker still owes.
+   */
+  get onlyFilterHeld(): boolean {
+    return this.awaitingUpstream.length === 0 && this.slots.some((slot) => slot.output === undefined);
   }
 
   whenClosed(callback: () => void): void {
@@ -132,15 +145,21 @@ export class ConnectionPipe {
     if (this.closed) return;
     this.closed = true;
     this.options.log[level]({ reason, inFlight: this.slots.length }, 'connection closed');
-    if (graceful) {
-      this.downstream.end();
+    this.upstream.destroy();
+    const notify = () => {
+      for (const callback of this.onClosed.splice(0)) callback();
+    };
+    if (graceful && this.downstream.writable) {
+      // Closed once the responses are handed to the kernel ('finish'), not once the peer answers
+      // our FIN: a drain waits for the first, and a peer may take seconds for the second.
+      this.downstream.end(notify);
+      this.downstream.once('close', notify);
       // A peer that never answers our FIN must not keep the socket forever.
       setTimeout(() => this.downstream.destroy(), 5_000).unref();
     } else {
       this.downstream.destroy();
+      notify();
     }
-    this.upstream.destroy();
-    for (const callback of this.onClosed.splice(0)) callback();
   }
 
   private protocolError(direction: 'request' | 'response', error: unknown, frameSize?: number): void {

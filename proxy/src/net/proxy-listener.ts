@@ -1,6 +1,8 @@
 import net from 'node:net';
 import tls from 'node:tls';
+import { apiKeyInfo } from '@walproxy/shared';
 import type { Logger } from '../log.js';
+import { BytePipe } from './byte-pipe.js';
 import { ConnectionPipe } from './connection-pipe.js';
 import { type ListenerCounters, newListenerCounters } from './counters.js';
 import type { FrameFilter, FrameObserver } from './frame-filter.js';
@@ -17,7 +19,7 @@ export interface HostPort {
 }
 
 export interface ProxyListenerOptions {
-  /** Names the listener in logs and counters: client, replication, egress-<id>. */
+  /** Names the listener in logs and counters: client, replication, egress-<id>, controller-<id>. */
   name: string;
   listen: HostPort;
   upstream: HostPort;
@@ -32,7 +34,24 @@ export interface ProxyListenerOptions {
   tls?: ListenerTls;
   /** TLS to the upstream: the egress dials a peer sidecar's replication ingress over mutual TLS. */
   upstreamTls?: UpstreamTls;
+  /**
+   * Bytes pass through unread (BytePipe): no frames, no filters, no frame size. The KRaft
+   * controller path, which walproxy carries only so that the broker shares the sidecar's fate.
+   */
+  opaque?: boolean;
 }
+
+export interface DrainOptions {
+  /**
+   * Connections whose every remaining response is held by a filter — the broker has answered —
+   * are closed after this long instead of waiting for the filter (a durable ack waiting for a
+   * frozen store). The client retries as it would after REQUEST_TIMED_OUT. Default: no limit
+   * below `timeoutMs`.
+   */
+  heldGraceMs?: number;
+}
+
+type Pipe = ConnectionPipe | BytePipe;
 
 export interface ListenerTls {
   material: TlsMaterial;
@@ -65,7 +84,9 @@ const QUIET_TLS_ERRORS = new Set(['ECONNRESET', 'EPIPE', 'ERR_TLS_HANDSHAKE_TIME
 export class ProxyListener {
   readonly counters: ListenerCounters = newListenerCounters();
   private readonly server: net.Server;
-  private readonly pipes = new Set<ConnectionPipe>();
+  private readonly pipes = new Set<Pipe>();
+  private accepting = false;
+  private draining = false;
   private readonly log: Logger;
   private readonly stopReloads?: () => void;
 
@@ -128,6 +149,7 @@ export class ProxyListener {
       });
     });
     this.server.on('error', (error) => this.log.error({ error: error.message }, 'listener error'));
+    this.accepting = true;
     const { tls: serverTls, upstreamTls } = this.options;
     this.log.info(
       {
@@ -177,21 +199,25 @@ export class ProxyListener {
     upstream.once(this.options.upstreamTls ? 'secureConnect' : 'connect', () => {
       upstream.off('error', onConnectFailure);
       upstream.setTimeout(0);
-      const pipe = new ConnectionPipe(downstream, upstream, {
-        maxFrameBytes: this.options.maxFrameBytes,
-        maxBufferedBytes: this.options.maxBufferedBytes,
-        filters: this.options.filters,
-        ...(this.options.observer ? { observer: this.options.observer } : {}),
-        counters,
-        log,
-      });
+      const pipe: Pipe = this.options.opaque
+        ? new BytePipe(downstream, upstream, { counters, log })
+        : new ConnectionPipe(downstream, upstream, {
+            maxFrameBytes: this.options.maxFrameBytes,
+            maxBufferedBytes: this.options.maxBufferedBytes,
+            filters: this.options.filters,
+            ...(this.options.observer ? { observer: this.options.observer } : {}),
+            counters,
+            log,
+          });
       this.pipes.add(pipe);
       counters.connectionsActive++;
       pipe.whenClosed(() => {
         this.pipes.delete(pipe);
         counters.connectionsActive--;
       });
-      downstream.resume();
+      // Accepted just before a drain began: it has sent nothing yet, so it closes at once.
+      if (this.draining) pipe.stopReading();
+      else downstream.resume();
       log.debug('connection opened');
     });
   }
@@ -213,8 +239,32 @@ export class ProxyListener {
     return socket.setNoDelay(true);
   }
 
+  /** Whether new connections are accepted (from start until stopAccepting or drain). */
+  get isAccepting(): boolean {
+    return this.accepting;
+  }
+
+  /** Connections open now. */
+  get openConnections(): number {
+    return this.pipes.size;
+  }
+
+  /** Requests whose responses are still due, by API name (empty for an opaque listener). */
+  requestsInFlight(): Record<string, number> {
+    const byApi: Record<string, number> = {};
+    for (const pipe of this.pipes) {
+      if (!(pipe instanceof ConnectionPipe)) continue;
+      for (const key of pipe.inFlightApiKeys) {
+        const name = apiKeyInfo(key)?.name ?? `key-${key}`;
+        byApi[name] = (byApi[name] ?? 0) + 1;
+      }
+    }
+    return byApi;
+  }
+
   /** Stops accepting new connections (established ones keep working). */
   stopAccepting(): Promise<void> {
+    this.accepting = false;
     this.stopReloads?.();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
@@ -223,9 +273,23 @@ export class ProxyListener {
    * Graceful stop: no new connections, no new requests read, responses still due are delivered;
    * connections left after `timeoutMs` are closed. Resolves with the number force-closed.
    */
-  async drain(timeoutMs: number): Promise<number> {
+  async drain(timeoutMs: number, { heldGraceMs }: DrainOptions = {}): Promise<number> {
+    this.draining = true;
     const stopped = this.stopAccepting();
     const remaining = [...this.pipes];
+    const timers: NodeJS.Timeout[] = [];
+    let forced = 0;
+    if (heldGraceMs !== undefined && heldGraceMs < timeoutMs) {
+      timers.push(
+        setTimeout(() => {
+          for (const pipe of this.pipes) {
+            if (!pipe.onlyFilterHeld) continue;
+            forced++;
+            pipe.close('drain: only responses held for the store are left', 'warn');
+          }
+        }, heldGraceMs),
+      );
+    }
     await Promise.race([
       Promise.all(
         remaining.map(
@@ -236,14 +300,16 @@ export class ProxyListener {
             }),
         ),
       ),
-      new Promise((resolve) => setTimeout(resolve, timeoutMs).unref()),
+      new Promise<void>((resolve) => timers.push(setTimeout(resolve, timeoutMs))),
     ]);
-    let forced = 0;
+    for (const timer of timers) clearTimeout(timer);
     for (const pipe of this.pipes) {
       forced++;
       pipe.close('drain timeout', 'warn');
     }
-    await stopped;
+    // Not awaited: the server's close callback waits for every peer to answer our FIN, which
+    // a client may take seconds to do; the listening socket itself is closed already.
+    void stopped;
     return forced;
   }
 }

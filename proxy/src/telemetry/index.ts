@@ -1,7 +1,13 @@
 export { ChannelMetrics, observeSources } from './metrics.js';
 export * from './operator-view/index.js';
 export { parseTelemetryOptions, TELEMETRY_DEFAULTS, type TelemetryOptions } from './options.js';
-export { type CheckResult, Readiness, type ReadinessOptions, type ReadinessReport } from './readiness.js';
+export {
+  type CheckResult,
+  Readiness,
+  type ReadinessOptions,
+  type ReadinessReport,
+  type StoreReport,
+} from './readiness.js';
 export type { TelemetrySources, WalStatsSources } from './sources.js';
 export { SpanMapper } from './spans.js';
 export { INSTRUMENTATION_SCOPE, Telemetry, type TelemetryInit } from './telemetry.js';

@@ -192,6 +192,16 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     },
   );
 
+  const store = sources.store;
+  if (store) {
+    gauge(
+      'walproxy.store.healthy',
+      '1',
+      'Whether the WAL store is in use (1) or every batch replicates inline while it is probed (0)',
+      (r) => r.observe(store().usable ? 1 : 0),
+    );
+  }
+
   const wal = sources.wal;
   if (!wal) return;
   counter(

@@ -1,49 +1,58 @@
-// Readiness for Kubernetes probes (/readyz): the upstream broker accepts TCP connections and, with a
-// WAL store, the store takes a write. The store check (a probe put and delete, ObjectStore.validate)
-// costs requests, so its result is cached and re-checked at most every `storeRecheckMs`.
+// Readiness for Kubernetes probes (/readyz): ready while the local broker accepts TCP connections
+// and the sidecar is not stopping. The WAL store is reported, never required: a pod marked unready
+// for its store would lose its clients and peers (the bootstrap Service and the headless DNS drop
+// it), which is worse than stock Kafka, while a sidecar whose store is down serves everything inline.
+// The store's state comes from StoreHealth (its background probe), so /readyz costs no store request.
 import net from 'node:net';
 import type { HostPort } from '../net/proxy-listener.js';
-import type { ObjectStore } from '../store/object-store.js';
+import type { StoreHealthStats } from '../store/store-health.js';
 
 export interface CheckResult {
   ok: boolean;
   error?: string;
 }
 
+/** What /readyz says about the WAL store: its URL, StoreHealth's state and stats, the last failure. */
+export interface StoreReport extends StoreHealthStats {
+  url: string;
+  usable: boolean;
+  /** Why the last probe failed, while degraded. */
+  lastError?: string;
+}
+
 export interface ReadinessReport {
   ready: boolean;
   upstream: CheckResult;
-  store?: CheckResult & { checkedAtMs: number };
+  /** True once SIGTERM began the drain: the pod should leave the Service endpoints. */
+  stopping?: true;
+  store?: StoreReport;
 }
 
 export interface ReadinessOptions {
   upstream: HostPort;
-  store?: Pick<ObjectStore, 'validate'>;
-  /** Default 10 s. */
-  storeRecheckMs?: number;
+  /** The store's current state; absent without a WAL store. */
+  store?: () => StoreReport;
+  /** True while the sidecar drains on its way out. */
+  stopping?: () => boolean;
   /** Default 1 s. */
   connectTimeoutMs?: number;
-  /** Default 5 s. */
-  storeTimeoutMs?: number;
-  now?: () => number;
 }
 
 export class Readiness {
   readonly #options: ReadinessOptions;
-  readonly #now: () => number;
-  #store: (CheckResult & { checkedAtMs: number }) | undefined;
-  #storeCheck: Promise<CheckResult & { checkedAtMs: number }> | undefined;
 
   constructor(options: ReadinessOptions) {
     this.#options = options;
-    this.#now = options.now ?? (() => Date.now());
   }
 
   async check(): Promise<ReadinessReport> {
-    const [upstream, store] = await Promise.all([this.#upstream(), this.#storeStatus()]);
+    const upstream = await this.#upstream();
+    const stopping = this.#options.stopping?.() ?? false;
+    const store = this.#options.store?.();
     return {
-      ready: upstream.ok && (store?.ok ?? true),
+      ready: upstream.ok && !stopping,
       upstream,
+      ...(stopping ? { stopping: true as const } : {}),
       ...(store ? { store } : {}),
     };
   }
@@ -63,41 +72,5 @@ export class Readiness {
         done({ ok: false, error: `connect to ${host}:${port}: ${error.message}` }),
       );
     });
-  }
-
-  async #storeStatus(): Promise<(CheckResult & { checkedAtMs: number }) | undefined> {
-    const store = this.#options.store;
-    if (!store) return undefined;
-    const recheckMs = this.#options.storeRecheckMs ?? 10_000;
-    if (this.#store && this.#now() - this.#store.checkedAtMs < recheckMs) return this.#store;
-    // One check at a time; concurrent probes share it.
-    this.#storeCheck ??= this.#checkStore(store).then((result) => {
-      this.#store = result;
-      this.#storeCheck = undefined;
-      return result;
-    });
-    return this.#storeCheck;
-  }
-
-  async #checkStore(store: Pick<ObjectStore, 'validate'>): Promise<CheckResult & { checkedAtMs: number }> {
-    const timeoutMs = this.#options.storeTimeoutMs ?? 5000;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        store.validate(),
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-        }),
-      ]);
-      return { ok: true, checkedAtMs: this.#now() };
-    } catch (error) {
-      return {
-        ok: false,
-        error: `object store not writable: ${error instanceof Error ? error.message : String(error)}`,
-        checkedAtMs: this.#now(),
-      };
-    } finally {
-      clearTimeout(timer);
-    }
   }
 }

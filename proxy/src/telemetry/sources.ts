@@ -26,4 +26,6 @@ export interface TelemetrySources {
   brokerId: number;
   listeners: () => ReadonlyArray<{ readonly name: string; readonly counters: ListenerCounters }>;
   wal?: WalStatsSources;
+  /** Whether the WAL store may be used now (StoreHealth); absent without a WAL store. */
+  store?: () => { usable: boolean };
 }

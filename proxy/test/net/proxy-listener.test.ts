@@ -2,6 +2,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { FrameDecoder } from '../../src/net/frame-decoder.js';
+import type { FrameFilter } from '../../src/net/frame-filter.js';
 import { ProxyListener } from '../../src/net/proxy-listener.js';
 
 // A fake upstream is used here only for what a real broker never does (wrong correlation ids,
@@ -69,7 +70,12 @@ afterEach(async () => {
 
 async function startListener(
   upstreamPort: number,
-  overrides: { maxFrameBytes?: number; maxBufferedBytes?: number } = {},
+  overrides: {
+    maxFrameBytes?: number;
+    maxBufferedBytes?: number;
+    filters?: FrameFilter[];
+    opaque?: boolean;
+  } = {},
 ) {
   const logs: string[] = [];
   const log = createLogger('debug', { write: (line: string) => logs.push(line) });
@@ -79,7 +85,8 @@ async function startListener(
     upstream: { host: '127.0.0.1', port: upstreamPort },
     maxFrameBytes: overrides.maxFrameBytes ?? 1 << 24,
     maxBufferedBytes: overrides.maxBufferedBytes ?? 1 << 20,
-    filters: [],
+    filters: overrides.filters ?? [],
+    ...(overrides.opaque ? { opaque: true } : {}),
     log,
   });
   await listener.start();
@@ -207,8 +214,8 @@ describe('ProxyListener', () => {
     const forced = await listener.drain(5_000);
     // Then the response arrived before the close, and nothing had to be forced
     expect(forced).toBe(0);
-    expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([7]);
     await until(c.isClosed);
+    expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([7]);
   });
 
   it('on drain, force-closes a connection whose response does not come in time', async () => {
@@ -219,5 +226,101 @@ describe('ProxyListener', () => {
     await until(() => listener.counters.bytesFromDownstream > 0);
     expect(await listener.drain(200)).toBe(1);
     await until(c.isClosed);
+  });
+  it('on drain with a held grace, closes a connection whose only responses left are held by a filter', async () => {
+    // Given a filter that holds Metadata responses forever (a durable ack waiting for a frozen store)
+    const holding: FrameFilter = {
+      apiKeys: new Set([METADATA]),
+      onResponse: () => new Promise<Buffer>(() => {}),
+    };
+    const upstream = await fakeUpstream(echo);
+    const { listener, logs } = await startListener((upstream.address() as net.AddressInfo).port, {
+      filters: [holding],
+    });
+    const c = await client(listener.address.port);
+    c.socket.write(request(9));
+    await until(() => listener.counters.bytesFromUpstream > 0);
+    // When the listener drains with a grace of 200 ms for held responses and a 10 s timeout
+    const forced = await listener.drain(10_000, { heldGraceMs: 200 });
+    // Then the connection was closed for being held, not at the timeout
+    expect(forced).toBe(1);
+    expect(logs.some((l) => l.includes('only responses held for the store are left'))).toBe(true);
+    expect(logs.some((l) => l.includes('drain timeout'))).toBe(false);
+    await until(c.isClosed);
+  });
+
+  it('on drain with a held grace, still waits for a response the upstream owes', async () => {
+    // Given an upstream that answers after 600 ms
+    const upstream = await fakeUpstream((frame, socket) => setTimeout(() => echo(frame, socket), 600));
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    c.socket.write(request(10, Buffer.from('owed')));
+    await until(() => listener.counters.bytesFromDownstream > 0);
+    // When the listener drains with a 100 ms held grace
+    const forced = await listener.drain(5_000, { heldGraceMs: 100 });
+    // Then the broker's answer was delivered: only filter-held responses are cut short
+    expect(forced).toBe(0);
+    await until(c.isClosed);
+    expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([10]);
+  });
+
+  it('opaque: passes bytes that are not Kafka frames both ways, unread, and counts them', async () => {
+    // Given a byte echo upstream (no Kafka framing at all) and an opaque listener
+    const upstream = net.createServer((socket) => {
+      socket.on('error', () => undefined);
+      socket.pipe(socket);
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port, {
+      opaque: true,
+      maxFrameBytes: 1024,
+    });
+    const socket = net.connect({ host: '127.0.0.1', port: listener.address.port });
+    cleanups.push(() => socket.destroy());
+    const received: Buffer[] = [];
+    socket.on('data', (chunk) => received.push(chunk));
+    // When it sends 64 KiB that a frame decoder would refuse (a negative size, then more than maxFrameBytes)
+    const bytes = Buffer.alloc(65_536, 0xff);
+    socket.write(bytes);
+    await until(() => Buffer.concat(received).length === bytes.length);
+    // Then every byte came back unchanged, and the listener counted them both ways
+    expect(Buffer.concat(received).equals(bytes)).toBe(true);
+    expect(listener.counters).toMatchObject({
+      bytesFromDownstream: 65_536,
+      bytesToUpstream: 65_536,
+      bytesFromUpstream: 65_536,
+      bytesToDownstream: 65_536,
+      closedForProtocolError: 0,
+    });
+    // And a drain closes it at once: there are no request boundaries to wait for
+    expect(await listener.drain(5_000)).toBe(0);
+    await until(() => socket.destroyed || socket.readableEnded);
+  });
+  it('on drain, resolves once the responses are flushed, while a peer still holds its half of the connection open', async () => {
+    // Given a client that does not answer our FIN (half-open, as a busy Java client may for seconds)
+    const upstream = await fakeUpstream(echo);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const socket = net.connect({ host: '127.0.0.1', port: listener.address.port, allowHalfOpen: true });
+    cleanups.push(() => socket.destroy());
+    const decoder = new FrameDecoder(1 << 20);
+    const frames: Buffer[] = [];
+    let ended = false;
+    socket.on('data', (chunk) => frames.push(...decoder.push(chunk)));
+    socket.on('end', () => {
+      ended = true;
+    });
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(request(11, Buffer.from('last')));
+    await until(() => frames.length === 1);
+    // When the listener drains
+    const begun = performance.now();
+    expect(await listener.drain(10_000)).toBe(0);
+    // Then it is done at once, not when the socket a peer never closes is finally destroyed (5 s)
+    expect(performance.now() - begun).toBeLessThan(2_500);
+    expect(listener.openConnections).toBe(0);
+    // And the client got its response and our FIN
+    await until(() => ended);
+    expect(frames.map((f) => f.readInt32BE(4))).toEqual([11]);
   });
 });

@@ -90,6 +90,35 @@ describe('/metrics', () => {
   });
 });
 
+describe('walproxy_store_healthy', () => {
+  it('is 0 while the store is degraded and 1 once it is usable', async () => {
+    // Given a sidecar's telemetry whose store starts degraded
+    let usable = false;
+    const fake = fakeSources();
+    const telemetry = new Telemetry({
+      sources: { ...fake.sources, store: () => ({ usable }) },
+      log: silentLog,
+    });
+    telemetry.start();
+    cleanups.push(() => telemetry.stop());
+    const url = await admin({
+      counters: () => ({}),
+      healthy: () => true,
+      metrics: () => telemetry.prometheusText(),
+    });
+    const healthy = async () => {
+      const parsed = parsePrometheus(await (await fetch(`${url}/metrics`)).text());
+      expect(parsed.types.get('walproxy_store_healthy')).toBe('gauge');
+      return parsed.samples.find((s) => s.name === 'walproxy_store_healthy')?.value;
+    };
+    expect(await healthy()).toBe(0);
+    // When the store answers
+    usable = true;
+    // Then the gauge says so
+    expect(await healthy()).toBe(1);
+  });
+});
+
 describe('/readyz', () => {
   it('is 200 while the upstream accepts connections and 503 once its port is closed', async () => {
     const upstream = net.createServer((s) => s.destroy());
@@ -110,31 +139,50 @@ describe('/readyz', () => {
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
   });
 
-  it('is 503 when the store refuses a write, and re-checks the store at most every 10 s', async () => {
+  it('stays 200 while the store is degraded, and reports the store in the body', async () => {
+    // Given a reachable broker and a store whose probe fails
     const upstream = net.createServer((s) => s.destroy());
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     cleanups.push(() => new Promise((r) => upstream.close(r)));
     const { port } = upstream.address() as net.AddressInfo;
-    let now = 0;
-    let validations = 0;
-    let writable = false;
-    const store = {
-      validate: async () => {
-        validations++;
-        if (!writable) throw new Error('AccessDenied');
-      },
-    };
-    const readiness = new Readiness({ upstream: { host: '127.0.0.1', port }, store, now: () => now });
+    let usable = false;
+    const store = () => ({
+      url: 's3://bucket/wal',
+      usable,
+      state: usable ? ('healthy' as const) : ('degraded' as const),
+      degradations: 0,
+      probes: 3,
+      probeFailures: 3,
+      degradedMsTotal: 1_500,
+      ...(usable ? {} : { lastError: 'AccessDenied: not allowed' }),
+    });
+    const readiness = new Readiness({ upstream: { host: '127.0.0.1', port }, store });
+    const url = await admin({ counters: () => ({}), healthy: () => true, ready: () => readiness.check() });
 
-    const failed = await readiness.check();
-    expect(failed).toMatchObject({ ready: false, upstream: { ok: true }, store: { ok: false } });
-    expect(failed.store?.error).toContain('AccessDenied');
-    writable = true;
-    now = 9_999;
-    expect((await readiness.check()).ready).toBe(false);
-    expect(validations).toBe(1);
-    now = 10_000;
+    // Then the pod stays ready (it serves everything inline), and says why the store is not used
+    const degraded = await fetch(`${url}/readyz`);
+    expect(degraded.status).toBe(200);
+    expect(await degraded.json()).toMatchObject({
+      ready: true,
+      upstream: { ok: true },
+      store: { usable: false, state: 'degraded', lastError: 'AccessDenied: not allowed' },
+    });
+    // And once the store answers, the body says so
+    usable = true;
+    const healthy = await (await fetch(`${url}/readyz`)).json();
+    expect(healthy.store).toMatchObject({ usable: true, state: 'healthy' });
+    expect(healthy.store.lastError).toBeUndefined();
+  });
+
+  it('is 503 while the sidecar is stopping, so the pod leaves the Service endpoints', async () => {
+    const upstream = net.createServer((s) => s.destroy());
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => upstream.close(r)));
+    const { port } = upstream.address() as net.AddressInfo;
+    let stopping = false;
+    const readiness = new Readiness({ upstream: { host: '127.0.0.1', port }, stopping: () => stopping });
     expect((await readiness.check()).ready).toBe(true);
-    expect(validations).toBe(2);
+    stopping = true;
+    expect(await readiness.check()).toMatchObject({ ready: false, stopping: true, upstream: { ok: true } });
   });
 });

@@ -64,6 +64,39 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
+controller.quorum.voters of the brokers: with walproxy.controllerThroughSidecar, voter V is the
+sidecar's controller listener in the broker's own pod (127.0.0.1:controllerBase+V), which forwards
+to V, so a dead sidecar stops its broker's heartbeats and the broker is fenced like a dead one.
+*/}}
+{{- define "walproxy.brokerQuorumVoters" -}}
+{{- if .Values.walproxy.controllerThroughSidecar -}}
+{{- $voters := list -}}
+{{- range $i := until (int .Values.controllers.replicas) -}}
+{{- $id := add (int $.Values.controllers.nodeIdBase) $i -}}
+{{- $voters = append $voters (printf "%d@127.0.0.1:%d" $id (add (int $.Values.walproxy.ports.controllerBase) $id)) -}}
+{{- end -}}
+{{- join "," $voters -}}
+{{- else -}}
+{{- include "walproxy.quorumVoters" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A Kubernetes memory quantity (512Mi, 1Gi, 500M, 536870912) in bytes; empty for none. Only the
+suffixes a container limit uses in practice: Ki Mi Gi Ti, k M G T.
+*/}}
+{{- define "walproxy.memoryBytes" -}}
+{{- $q := toString . -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $m := regexFind "^[0-9]+" $q -}}
+{{- $suffix := trimPrefix $m $q -}}
+{{- if and $m (eq $suffix "") -}}{{ $m }}
+{{- else if and $m (hasKey $units $suffix) -}}{{ mul (int64 $m) (get $units $suffix) }}
+{{- else if $q -}}{{ fail (printf "walproxy.resources.limits.memory %q: use a whole number with Ki, Mi, Gi, Ti, k, M, G or T" $q) }}
+{{- end -}}
+{{- end -}}
+
+{{/*
 KRaft cluster id: the value, or derived from namespace and release (stable across upgrades):
 21 hex digits and "A", a canonical base64url encoding of 16 bytes (the last character's unused
 low bits are zero), as Kafka's Uuid.fromString expects.
@@ -123,6 +156,14 @@ low bits are zero), as Kafka's Uuid.fromString expects.
 {{- if lt (int .Values.controllers.replicas) 1 -}}{{- fail "controllers.replicas must be at least 1" -}}{{- end -}}
 {{- if lt (int .Values.controllers.nodeIdBase) (int .Values.brokers.replicas) -}}
 {{- fail "controllers.nodeIdBase must be at least brokers.replicas (controller and broker node ids must differ)" -}}
+{{- end -}}
+{{- if .Values.walproxy.controllerThroughSidecar -}}
+{{- $first := add (int .Values.walproxy.ports.controllerBase) (int .Values.controllers.nodeIdBase) -}}
+{{- $last := add $first (int .Values.controllers.replicas) -}}
+{{- if gt $last 65536 -}}{{- fail "walproxy.ports.controllerBase + controllers.nodeIdBase + controllers.replicas must stay below 65536 (the controller path for voter V listens on controllerBase+V)" -}}{{- end -}}
+{{- $egressFirst := int .Values.walproxy.ports.egressBase -}}
+{{- $egressLast := add $egressFirst (int .Values.brokers.replicas) -}}
+{{- if and (lt $first $egressLast) (lt $egressFirst $last) -}}{{- fail "walproxy.ports.controllerBase + the controller ids overlap the egress ports (egressBase + broker ids): move one of them" -}}{{- end -}}
 {{- end -}}
 {{- if gt (add (int .Values.walproxy.ports.egressBase) (int .Values.brokers.replicas)) 65536 -}}
 {{- fail "walproxy.ports.egressBase + brokers.replicas must stay below 65536 (egress for broker N listens on egressBase+N)" -}}

@@ -19,6 +19,13 @@ args:
   - --egress-broker-ids={{ include "walproxy.brokerIds" . }}
   - --peer-address-template={{ include "walproxy.brokerName" . }}-{id}.{{ include "walproxy.brokerHeadless" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}:{{ $w.ports.replication }}
   - --admin-listen=0.0.0.0:{{ $w.ports.admin }}
+  {{- if $w.controllerThroughSidecar }}
+  {{- /* The broker's controller path: voter V on 127.0.0.1:controllerBase+V, forwarded to V. */}}
+  - --controller-listen-base={{ $w.ports.controllerBase }}
+  {{- range $i := until (int .Values.controllers.replicas) }}
+  - --controller-address={{ add (int $.Values.controllers.nodeIdBase) $i }}={{ include "walproxy.controllerHost" (dict "root" $ "ordinal" $i) }}:{{ $.Values.controllers.port }}
+  {{- end }}
+  {{- end }}
   - --drain-timeout-ms={{ $w.drainTimeoutMs }}
   - --log-level={{ $w.logLevel }}
   {{- if include "walproxy.walEnabled" . }}
@@ -79,6 +86,12 @@ args:
 env:
   - name: POD_NAME
     valueFrom: { fieldRef: { fieldPath: metadata.name } }
+  {{- with include "walproxy.memoryBytes" $w.resources.limits.memory }}
+  # V8's heap gets the heap half of the container's limit (docs/deploy.md, "Memory"); walproxy
+  # reads the limit itself from its cgroup and sizes every cache and queue from it.
+  - name: NODE_OPTIONS
+    value: "--max-old-space-size={{ div (int64 .) 2097152 }}"
+  {{- end }}
   {{- if $w.otlpEndpoint }}
   # Read once walproxy exports OTLP (issue 6).
   - name: OTEL_EXPORTER_OTLP_ENDPOINT
@@ -93,15 +106,17 @@ ports:
   - { name: client, containerPort: {{ $w.ports.client }}, protocol: TCP }
   - { name: replication, containerPort: {{ $w.ports.replication }}, protocol: TCP }
   - { name: admin, containerPort: {{ $w.ports.admin }}, protocol: TCP }
-# /healthz for every probe until /readyz exists (issue 6).
+# Started once every listener is bound (the store is probed in the background, never awaited).
 startupProbe:
   httpGet: { path: /healthz, port: admin }
   {{- toYaml $w.probes.startup | nindent 2 }}
 livenessProbe:
   httpGet: { path: /healthz, port: admin }
   {{- toYaml $w.probes.liveness | nindent 2 }}
+# Ready while the broker accepts connections and the sidecar is not draining; the WAL store's
+# state is in the body, never a reason to be unready (the sidecar then serves inline).
 readinessProbe:
-  httpGet: { path: /healthz, port: admin }
+  httpGet: { path: /readyz, port: admin }
   {{- toYaml $w.probes.readiness | nindent 2 }}
 resources:
   {{- toYaml $w.resources | nindent 2 }}

@@ -1,0 +1,177 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { consumeValues, createTopic } from '../src/clients/kafkajs.js';
+import { longestGapMs, startVerifiableProducer } from '../src/clients/verifiable-producer.js';
+import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
+import { endOffsetTotal, waitForFullIsr } from '../src/cluster/leadership.js';
+import { walSidecarArgs, walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { type MotoServer, startMoto } from '../src/s3/moto.js';
+import { compareReplicas, openE2eStore } from '../src/wal/inspect.js';
+
+// Issue 12, case 5: the sidecar's start and stop never wait for the store. A cluster of its own,
+// on an S3 server of its own (frozen with SIGSTOP here, which the shared cluster must not see):
+// the sidecars start while their bucket does not exist, begin writing the WAL once it does, and
+// one sidecar is stopped and started again while the store is frozen.
+const BUCKET = 'lifecycle-store';
+let moto: MotoServer;
+let cluster: KafkaCluster;
+let failed = false;
+let frozen = false;
+
+beforeAll(async () => {
+  moto = await startMoto();
+});
+
+afterAll(async () => {
+  if (frozen) process.kill(moto.pid, 'SIGCONT');
+  await cluster?.stop({ keepLogs: failed });
+  await moto?.stop();
+});
+
+/** Milliseconds from each sidecar process's first log line to its `sidecar ready`, in order. */
+function readyAfterMs(logFile: string): number[] {
+  const lines = readFileSync(logFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; time: string });
+  const out: number[] = [];
+  let first: number | undefined;
+  for (const line of lines) {
+    first ??= Date.parse(line.time);
+    if (line.msg === 'sidecar ready') {
+      out.push(Date.parse(line.time) - first);
+      first = undefined;
+    }
+  }
+  return out;
+}
+
+async function readyz(id: number) {
+  const response = await fetch(`${cluster.adminUrl(id)}/readyz`);
+  return {
+    status: response.status,
+    body: (await response.json()) as { ready: boolean; store?: { usable: boolean } },
+  };
+}
+
+describe('the sidecars’ lifecycle does not wait for the store', () => {
+  it('start with the bucket missing, write the WAL once it exists, and stop and start within 2 s while the store is frozen', async () => {
+    try {
+      const s3 = {
+        endpoint: moto.endpoint,
+        bucket: BUCKET,
+        prefix: 'wal/',
+        walTopicGlob: 'wal-*',
+        pid: moto.pid,
+      };
+      // Given sidecars started while their bucket does not exist
+      cluster = await KafkaCluster.start({
+        sidecars: true,
+        sidecarArgs: () => walSidecarArgs(s3),
+        sidecarEnv: walSidecarEnv(),
+      });
+      const bootstrap = cluster.bootstrap();
+      // Then each served at once, ready for Kubernetes, reporting the store degraded
+      for (const id of BROKER_IDS) {
+        expect(readyAfterMs(cluster.sidecars.get(id)!.logFile)[0]).toBeLessThan(2_000);
+        expect(await readyz(id)).toMatchObject({
+          status: 200,
+          body: { ready: true, store: { usable: false } },
+        });
+      }
+      // And the brokers' partitions are producible, WAL topics included (they replicate inline)
+      const topics = ['wal-nodurable-lifecycle', 'lifecycle-plain'];
+      for (const topic of topics) await createTopic(bootstrap, topic, { partitions: 3 });
+      const producers = topics.map((topic) =>
+        startVerifiableProducer({
+          bootstrap,
+          topic,
+          maxMessages: 1_000_000,
+          throughput: 200,
+          repeatingKeys: 30,
+        }),
+      );
+      const waitAcked = async (since: number) => {
+        const deadline = Date.now() + 60_000;
+        while (
+          producers.some(
+            (p) =>
+              new Set(
+                p
+                  .acknowledged()
+                  .filter((a) => a.timestamp > since)
+                  .map((a) => a.partition),
+              ).size < 3,
+          )
+        ) {
+          if (Date.now() > deadline) throw new Error('not acknowledged on every partition of both topics');
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      };
+      await waitAcked(0);
+      const store = openE2eStore(s3);
+      const objects = async () => {
+        let n = 0;
+        // The health probe's own put-and-delete objects are not WAL objects.
+        for await (const info of store.list('')) if (!info.key.startsWith('.walproxy-validate-')) n++;
+        return n;
+      };
+
+      // When the bucket is created
+      await moto.createBucket(BUCKET);
+      // Then every sidecar starts using it, and WAL objects appear
+      for (const id of BROKER_IDS) {
+        const deadline = Date.now() + 20_000;
+        while ((await readyz(id)).body.store?.usable !== true) {
+          if (Date.now() > deadline) throw new Error(`sidecar ${id} never found the bucket`);
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      }
+      const deadline = Date.now() + 20_000;
+      while ((await objects()) === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
+      expect(await objects()).toBeGreaterThan(0);
+
+      // When the store freezes, and sidecar 1 is stopped and started again meanwhile
+      process.kill(moto.pid, 'SIGSTOP');
+      frozen = true;
+      await new Promise((r) => setTimeout(r, 1_000));
+      const sidecar = cluster.sidecars.get(1)!;
+      const stopBegun = Date.now();
+      await cluster.stopSidecar(1);
+      const stopMs = Date.now() - stopBegun;
+      const exitCode = await sidecar.exited;
+      const startBegun = Date.now();
+      await cluster.startSidecar(1);
+      const startMs = Date.now() - startBegun;
+      const restarted = Date.now();
+      await waitAcked(restarted);
+      const gapMs = Math.max(...producers.map((p) => longestGapMs(p.acknowledged(), stopBegun, restarted)));
+      console.log(
+        `[lifecycle-store] store frozen: SIGTERM to exit ${stopMs} ms, spawn to ready ${startMs} ms, longest stretch without an ack ${gapMs} ms`,
+      );
+      // Then it exited cleanly within 2 s, and the new one served within 2 s
+      expect(exitCode).toBe(0);
+      expect(stopMs).toBeLessThan(2_000);
+      expect(startMs).toBeLessThan(2_000);
+      expect((await readyz(1)).body).toMatchObject({ ready: true, store: { usable: false } });
+
+      // When the store thaws
+      process.kill(moto.pid, 'SIGCONT');
+      frozen = false;
+      await waitForFullIsr(bootstrap, topics);
+      const results = await Promise.all(producers.map((p) => p.stop()));
+      // Then nothing acknowledged was lost, nothing was written twice, and the replicas are identical
+      for (const [i, topic] of topics.entries()) {
+        const values = await consumeValues(bootstrap, topic, await endOffsetTotal(bootstrap, topic));
+        const seen = new Set(values);
+        expect(results[i]!.acknowledged.filter((a) => !seen.has(a.value))).toEqual([]);
+        expect(values.length).toBe(seen.size);
+        expect(await compareReplicas(cluster.workDirDataDirs(), topic, 3)).toEqual([]);
+      }
+      await store.close();
+    } catch (error) {
+      failed = true;
+      throw error;
+    }
+  });
+});

@@ -1,0 +1,155 @@
+// The sidecar's memory bound (issue 12, case 10): one limit — `--memory-limit-bytes`, by default
+// the container's cgroup limit — split into the bounds of every cache and queue, so no load can
+// grow the process past its container (an OOM kill is a dead sidecar, and a dead sidecar is a
+// fenced broker). Explicit flags still win over the derived values.
+//
+// The split follows where the bytes live. V8's old space holds the JavaScript objects: the batch
+// index and the metadata queue; the rest of that half is the runtime's own heap and the garbage
+// collector's headroom. Buffers live outside the heap: the WAL writer's pending batches, the
+// follower's read cache and the connections' write queues; the rest of that half carries frames in
+// flight (a Fetch response is buffered whole), TLS and the runtime's native memory.
+import { readFileSync } from 'node:fs';
+
+const MiB = 1024 * 1024;
+
+/** Used when neither the flag nor a cgroup limit says how much memory the sidecar has. */
+export const DEFAULT_MEMORY_LIMIT_BYTES = 512 * MiB;
+/** Below this the derived bounds are too small to serve a broker; the flag refuses it. */
+export const MIN_MEMORY_LIMIT_BYTES = 128 * MiB;
+
+/** Heap bytes of one batch index entry (the compact index: key, stable header, ticket, location). */
+export const BATCH_INDEX_ENTRY_BYTES = 150;
+/** Heap bytes of one queued WAL metadata piece (object key, topic, offsets, as JS values). */
+export const METADATA_PIECE_BYTES = 300;
+/**
+ * Downstream connections the connection share is sized for: clients of this broker plus the
+ * followers' replica fetchers. More connections than this can each still queue
+ * `maxBufferedBytes` per direction, so size the limit for the clients you run (docs/deploy.md).
+ */
+export const EXPECTED_CONNECTIONS = 256;
+
+/** Fractions of the limit. The two halves: heap (V8 old space) and off-heap (Buffers). */
+export const MEMORY_SHARES = {
+  /** `--max-old-space-size` should be this share of the limit. */
+  heap: 0.5,
+  batchIndex: 0.12,
+  metadataQueue: 0.04,
+  writerPending: 0.12,
+  readCache: 0.12,
+  connections: 0.12,
+} as const;
+
+/** The bounds the parts take, each within the limit's share for it. */
+export interface MemoryBounds {
+  limitBytes: number;
+  /** Where the limit came from. */
+  source: 'flag' | 'cgroup' | 'default';
+  /** What V8's old space should be limited to (NODE_OPTIONS=--max-old-space-size=<MiB>). */
+  heapBytes: number;
+  /** WalBatchIndex maxEntries. */
+  batchIndexEntries: number;
+  /** WalMetadataPublisher maxQueued. */
+  metadataQueuePieces: number;
+  /** WalWriter maxPendingBytes (`--wal-max-pending-bytes`). */
+  writerPendingBytes: number;
+  /** WalRangeReader maxCacheBytes. */
+  readCacheBytes: number;
+  /** Per connection and direction (`--max-buffered-bytes`). */
+  maxBufferedBytes: number;
+}
+
+/** Explicit settings, each winning over its derived value. */
+export interface MemoryOverrides {
+  writerPendingBytes?: number | undefined;
+  maxBufferedBytes?: number | undefined;
+}
+
+const LIMITS = {
+  batchIndexEntries: { min: 10_000 },
+  metadataQueuePieces: { min: 1_000 },
+  writerPendingBytes: { min: MiB },
+  readCacheBytes: { min: 0 },
+  // --max-buffered-bytes accepts 16 KiB and up; more than 1 MiB per direction buys nothing on a
+  // pod's loopback and costs memory per connection.
+  maxBufferedBytes: { min: 16 * 1024, max: MiB },
+} as const;
+
+/** Splits `limitBytes` into the bounds of the parts; `overrides` (explicit flags) win. */
+export function memoryBounds(
+  limitBytes: number,
+  source: MemoryBounds['source'],
+  overrides: MemoryOverrides = {},
+): MemoryBounds {
+  const share = (fraction: number) => Math.floor(limitBytes * fraction);
+  const perConnection = Math.floor(share(MEMORY_SHARES.connections) / (2 * EXPECTED_CONNECTIONS));
+  return {
+    limitBytes,
+    source,
+    heapBytes: share(MEMORY_SHARES.heap),
+    batchIndexEntries: Math.max(
+      LIMITS.batchIndexEntries.min,
+      Math.floor(share(MEMORY_SHARES.batchIndex) / BATCH_INDEX_ENTRY_BYTES),
+    ),
+    metadataQueuePieces: Math.max(
+      LIMITS.metadataQueuePieces.min,
+      Math.floor(share(MEMORY_SHARES.metadataQueue) / METADATA_PIECE_BYTES),
+    ),
+    writerPendingBytes:
+      overrides.writerPendingBytes ??
+      Math.max(LIMITS.writerPendingBytes.min, share(MEMORY_SHARES.writerPending)),
+    readCacheBytes: Math.max(LIMITS.readCacheBytes.min, share(MEMORY_SHARES.readCache)),
+    maxBufferedBytes:
+      overrides.maxBufferedBytes ??
+      Math.min(LIMITS.maxBufferedBytes.max, Math.max(LIMITS.maxBufferedBytes.min, perConnection)),
+  };
+}
+
+/** Where the cgroup files are; injectable for tests. */
+export interface CgroupFiles {
+  /** cgroup v2: `max` or a byte count. */
+  v2: string;
+  /** cgroup v1: a byte count, a huge number (page-rounded 2^63) meaning no limit. */
+  v1: string;
+}
+
+export const CGROUP_FILES: CgroupFiles = {
+  v2: '/sys/fs/cgroup/memory.max',
+  v1: '/sys/fs/cgroup/memory/memory.limit_in_bytes',
+};
+
+/** cgroup v1 writes "no limit" as 2^63 rounded down to a page; anything above 2^60 is that. */
+const V1_UNLIMITED = 2 ** 60;
+
+/**
+ * The container's memory limit from its cgroup (v2 `memory.max`, else v1
+ * `memory.limit_in_bytes`), or undefined when there is none ("max", absent, unreadable).
+ */
+export function cgroupMemoryLimit(files: CgroupFiles = CGROUP_FILES): number | undefined {
+  for (const [file, unlimitedAbove] of [
+    [files.v2, Number.POSITIVE_INFINITY],
+    [files.v1, V1_UNLIMITED],
+  ] as const) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    if (text === 'max') return undefined;
+    const bytes = Number(text);
+    if (Number.isSafeInteger(bytes) && bytes > 0 && bytes < unlimitedAbove) return bytes;
+    if (bytes >= unlimitedAbove) return undefined;
+  }
+  return undefined;
+}
+
+/** The limit to split: the flag, else the cgroup's, else DEFAULT_MEMORY_LIMIT_BYTES. */
+export function resolveMemoryLimit(
+  flag: number | undefined,
+  files: CgroupFiles = CGROUP_FILES,
+): { limitBytes: number; source: MemoryBounds['source'] } {
+  if (flag !== undefined) return { limitBytes: flag, source: 'flag' };
+  const cgroup = cgroupMemoryLimit(files);
+  if (cgroup !== undefined) return { limitBytes: cgroup, source: 'cgroup' };
+  return { limitBytes: DEFAULT_MEMORY_LIMIT_BYTES, source: 'default' };
+}

@@ -1,0 +1,72 @@
+import type net from 'node:net';
+import type { Logger } from '../log.js';
+import type { ListenerCounters } from './counters.js';
+
+export interface BytePipeOptions {
+  counters: ListenerCounters;
+  log: Logger;
+}
+
+/**
+ * A downstream connection and its upstream with the bytes passed through unread: the KRaft
+ * controller path. Nothing there is walproxy's to change, so nothing is decoded, no frame size
+ * applies (a metadata snapshot chunk may be large) and the one thing that matters is that the
+ * connection lives and dies with the sidecar. Backpressure both ways is the sockets' own: a side
+ * is paused while the other side's write buffer is full.
+ */
+export class BytePipe {
+  private closed = false;
+  private readonly onClosed: Array<() => void> = [];
+
+  constructor(
+    private readonly downstream: net.Socket,
+    private readonly upstream: net.Socket,
+    private readonly options: BytePipeOptions,
+  ) {
+    const { counters } = options;
+    downstream.on('data', (chunk: Buffer) => {
+      counters.bytesFromDownstream += chunk.length;
+      counters.bytesToUpstream += chunk.length;
+      if (!upstream.write(chunk)) downstream.pause();
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      counters.bytesFromUpstream += chunk.length;
+      counters.bytesToDownstream += chunk.length;
+      if (!downstream.write(chunk)) upstream.pause();
+    });
+    upstream.on('drain', () => downstream.resume());
+    downstream.on('drain', () => upstream.resume());
+    downstream.on('close', () => this.close('downstream closed'));
+    upstream.on('close', () => this.close('upstream closed'));
+    downstream.on('error', (error) => this.close(`downstream error: ${error.message}`));
+    upstream.on('error', (error) => this.close(`upstream error: ${error.message}`));
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  whenClosed(callback: () => void): void {
+    if (this.closed) callback();
+    else this.onClosed.push(callback);
+  }
+
+  /** No request boundaries are known here, so a drain closes at once. */
+  stopReading(): void {
+    this.close('drained');
+  }
+
+  /** Only a frame-aware pipe can hold responses for a filter. */
+  get onlyFilterHeld(): boolean {
+    return false;
+  }
+
+  close(reason: string, level: 'debug' | 'warn' = 'debug'): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.options.log[level]({ reason }, 'connection closed');
+    this.downstream.destroy();
+    this.upstream.destroy();
+    for (const callback of this.onClosed.splice(0)) callback();
+  }
+}
