@@ -279,7 +279,7 @@ async function main(): Promise<void> {
       console.log(`    produce data not copied to the WAL: ${reasons(r.inline.produceNotCopied)}`);
     }
     console.log(
-      '  notInWal: batches without a WAL reference (a topic set to mode=inline, as in the stock arm, topics without the WAL such as the metadata topic and __consumer_offsets, or batches missing from it); unknownTopic: the sidecar had not yet looked the topic up; control: transaction markers',
+      '  modeInline: batches of a topic set to mode=inline (the stock arm); topicNotInWal: topics without the WAL (the metadata topic, __consumer_offsets); notInWal: batches of a WAL topic missing from the WAL (a fallback); unknownTopic: the sidecar had not yet looked the topic up; control: transaction markers',
     );
 
     step(

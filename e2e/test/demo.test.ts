@@ -42,7 +42,7 @@ describe('make demo', () => {
 
     // And it says what went inline and why, and prices the run
     expect(stdout).toMatch(
-      /stock replication \(inline\):\n\s+leader side, batches sent inline by reason: .*notInWal \d+/,
+      /stock replication \(inline\):\n\s+leader side, batches sent inline by reason: .*modeInline \d+/,
     );
     expect(stdout).toMatch(/stock replication \$[\d.]+, walproxy \$[\d.]+, saved \$-?[\d.]+/);
     expect(stdout).toContain('cluster and S3 server stopped');

@@ -2,7 +2,9 @@
 // on the three-zone network, so that, as in Kubernetes, each broker pod has its own localhost and
 // a follower's fill runs in the follower's sidecar (on one shared loopback the follower connects to
 // the leader's egress listener, and the fill would be traced by the leader). The sidecars export
-// OTLP/HTTP to Jaeger, and its query API (what the Jaeger UI reads) lists the spans.
+// OTLP/HTTP to Jaeger, and its query API (what the Jaeger UI reads) lists the spans. The follower's
+// fill joins the upload's trace through the span context the leader's sidecar carries in the
+// Fetch response (shared/src/replication/wal-trace.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTopic, kafkaClient } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
@@ -61,14 +63,6 @@ async function eventually<T>(find: () => Promise<T | undefined>, timeoutMs = 30_
   }
 }
 
-/** The first span named `operation` with references (`walproxy.fetch.references` > 0) on `service`. */
-async function spanWithReferences(service: string, operation: string): Promise<JaegerSpan | undefined> {
-  const traces = await jaeger!.traces(service, { operation, limit: 5_000 });
-  return traces
-    .flatMap((t) => t.spans)
-    .find((s) => s.operationName === operation && Number(tag(s, 'walproxy.fetch.references')) > 0);
-}
-
 /** Whether some sidecar has sent references (its /counters). */
 async function referencesSent(): Promise<boolean> {
   const counters = await Promise.all(BROKER_IDS.map((id) => cluster!.sidecarCounters(id)));
@@ -76,7 +70,7 @@ async function referencesSent(): Promise<boolean> {
 }
 
 describe('traces of a WAL produce in Jaeger', () => {
-  it('shows the produce, its durable ack linked to the upload and the seal, the leader strip and the follower fill', async () => {
+  it('shows a produce, its durable ack, the upload and seal, the leader strip and the follower fills as one story', async () => {
     // Given a WAL topic, one partition, on three brokers in three zones
     await createTopic(cluster!.bootstrap(), TOPIC, { partitions: 1, replicationFactor: 3 });
 
@@ -143,22 +137,91 @@ describe('traces of a WAL produce in Jaeger', () => {
     const byKey = await jaeger!.traces(leader, { tags: { 'walproxy.wal.object.key': key } });
     expect(byKey.map((t) => t.traceID)).toContain(uploadTrace!.traceID);
 
-    // And the leader's sidecar traced a strip that sent references, and each follower's sidecar a
-    // fill that read them from the store: root spans of their own, linked to nothing (their events
-    // carry no object key yet, so nothing ties them to the upload: docs/observability.md)
-    const strip = await eventually(() => spanWithReferences(leader, 'walproxy.fetch.strip'));
-    expect(strip, `a strip with references on ${leader}`).toBeDefined();
+    // And one produce's story is one trace: among the objects its durable acks link to (the newest
+    // first; the very first batches of a new topic go inline as unknown_topic, so their objects
+    // have no strip), one whose trace holds its seal and upload, the leader's strip of a follower
+    // fetch that referenced it and each follower's fill of it, children of the upload (the fill
+    // through the trace context the Fetch response carried across), or, for a strip or fill over
+    // several objects, root spans linking to the upload
     const followers = services.filter((s) => s !== leader);
-    const fills = await Promise.all(
-      followers.map((service) => eventually(() => spanWithReferences(service, 'walproxy.fetch.fill'))),
-    );
-    for (const [i, fill] of fills.entries())
-      expect(fill, `a fill with references on ${followers[i]}`).toBeDefined();
-    expect(strip!.references).toEqual([]);
-    for (const fill of fills) expect(fill!.references).toEqual([]);
+    const story = await eventually(async () => {
+      const acks = await jaeger!.traces(leader, { operation: 'walproxy.produce.durable_ack', limit: 20 });
+      for (const trace of acks) {
+        for (const span of trace.spans.filter((s) => s.operationName === 'walproxy.produce.durable_ack')) {
+          for (const ref of span.references.filter((r) => r.refType === 'FOLLOWS_FROM')) {
+            const found = await storyOf(ref.traceID, ref.spanID, leader, followers);
+            if (found) return { produceTrace: trace, ack: span, ...found };
+          }
+        }
+      }
+      return undefined;
+    }, 45_000);
+    expect(
+      story,
+      `no upload with a strip on ${leader} and fills on ${followers.join(', ')} joined to it`,
+    ).toBeDefined();
+    const { upload: joinedUpload, uploadTrace: objectTrace, strip, fills } = story!;
+    const joinedKey = tag(joinedUpload, 'walproxy.wal.object.key') as string;
+    expect(story!.produceTrace.spans.map((s) => s.operationName)).toContain('walproxy.produce');
+    expect(objectTrace.spans.find((s) => s.operationName === 'walproxy.wal.seal')).toBeDefined();
+    expect(Number(tag(strip.span, 'walproxy.fetch.references'))).toBeGreaterThan(0);
+    for (const fill of fills) expect(Number(tag(fill.span, 'walproxy.fetch.references'))).toBeGreaterThan(0);
+    // And a fill of that one object is found by its key on the follower's service, as the upload is
+    for (const [i, fill] of fills.entries()) {
+      if (fill.how !== 'child') continue;
+      expect(tag(fill.span, 'walproxy.wal.object.key')).toBe(joinedKey);
+      const onFollower = await jaeger!.traces(followers[i]!, {
+        tags: { 'walproxy.wal.object.key': joinedKey },
+      });
+      expect(onFollower.map((t) => t.traceID)).toContain(objectTrace.traceID);
+    }
     console.log(
-      `traces: on ${leader} produce ${produce.traceID} → durable ack → (link) upload ${link.traceID} ← seal, object ${key}; ` +
-        `strip ${strip!.traceID} on ${leader}, fills ${fills.map((f, i) => `${f!.traceID} on ${followers[i]}`).join(', ')}: separate roots`,
+      `one story: produce ${story!.produceTrace.traceID} on ${leader} → durable ack → (link) object ${joinedKey}: ` +
+        `trace ${objectTrace.traceID} = seal → upload → strip on ${leader} (${strip.how}), ` +
+        fills.map((f, i) => `fill on ${followers[i]} (${f.how})`).join(', '),
     );
   });
 });
+
+/** A strip or fill span joined to an upload: its child (in the upload's trace), or a root linking to it. */
+interface Joined {
+  span: JaegerSpan;
+  how: 'child' | 'link';
+}
+
+/**
+ * The upload span `spanId` of trace `traceId`, with the leader's strip and every follower's fill
+ * joined to it, or undefined while one is missing.
+ */
+async function storyOf(traceId: string, spanId: string, leader: string, followers: string[]) {
+  const uploadTrace = await jaeger!.trace(traceId);
+  const upload = uploadTrace?.spans.find((s) => s.spanID === spanId);
+  if (!uploadTrace || upload?.operationName !== 'walproxy.wal.upload') return undefined;
+  const joined = async (service: string, operation: string): Promise<Joined | undefined> => {
+    const child = uploadTrace.spans.find(
+      (s) =>
+        s.operationName === operation &&
+        uploadTrace.processes[s.processID]?.serviceName === service &&
+        s.references.some((r) => r.refType === 'CHILD_OF' && r.spanID === spanId),
+    );
+    if (child) return { span: child, how: 'child' };
+    const traces = await jaeger!.traces(service, { operation, limit: 200 });
+    const linking = traces
+      .flatMap((t) => t.spans)
+      .find(
+        (s) =>
+          s.operationName === operation &&
+          s.references.some((r) => r.refType === 'FOLLOWS_FROM' && r.spanID === spanId),
+      );
+    return linking ? { span: linking, how: 'link' } : undefined;
+  };
+  const strip = await joined(leader, 'walproxy.fetch.strip');
+  if (!strip) return undefined;
+  const fills: Joined[] = [];
+  for (const follower of followers) {
+    const fill = await joined(follower, 'walproxy.fetch.fill');
+    if (!fill) return undefined;
+    fills.push(fill);
+  }
+  return { upload, uploadTrace, strip, fills };
+}

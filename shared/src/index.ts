@@ -16,5 +16,6 @@ export * from './protocol/writer.js';
 export * from './records/crc32c.js';
 export * from './records/record-batch.js';
 export * from './replication/wal-references.js';
+export * from './replication/wal-trace.js';
 export * from './wal/index.js';
 export * from './zone/produce-references.js';

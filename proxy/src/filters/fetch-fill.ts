@@ -22,6 +22,7 @@ import {
   decodePartitionSegments,
   decodeRequestHeader,
   decodeResponseHeader,
+  decodeWalTrace,
   encodeFetchCapability,
   encodeFetchRequest,
   encodeFetchResponse,
@@ -38,6 +39,8 @@ import {
   Reader,
   recordBatches,
   responseHeaderVersion,
+  WAL_TRACE_TAG,
+  type WalTraceContext,
   Writer,
 } from '@walproxy/shared';
 import type { Logger } from '../log.js';
@@ -118,6 +121,13 @@ export type FillInlineReason =
 export interface FetchFillEvent {
   /** Reference batches rebuilt and delivered. */
   references: number;
+  /** The objects the response's references named, each once, in the order of their first reference. */
+  objectKeys: string[];
+  /**
+   * The upload spans of those objects the leader side carried (WAL_TRACE_TAG; empty when its
+   * tracing is off or did not sample them): the fill joins their trace.
+   */
+  uploads: WalTraceContext[];
   /** Bytes of those batches, headers included. */
   bytes: number;
   durationMs: number;
@@ -486,14 +496,62 @@ interface Edit {
   readonly rebuilt: Rebuilt;
 }
 
+/** Where the response's top-level WAL_TRACE_TAG lies in the frame, to be cut out. */
+interface TopCut {
+  /** The top-level tag count, the first tag after it. */
+  readonly countAt: number;
+  readonly firstTagAt: number;
+  /** The trace tag's bytes, header included. */
+  readonly tagAt: number;
+  readonly tagEnd: number;
+  readonly newCount: Buffer;
+}
+
+function tagHeaderOf(field: RawTaggedField): Buffer {
+  return Buffer.concat([uvarintBytes(field.tag), uvarintBytes(field.data.length)]);
+}
+
+/**
+ * The trace tag's place in the response's top-level tag section, the frame's last bytes; undefined
+ * when the decoded views do not say it (a NodeEndpoints tag, decoded rather than kept raw, hides
+ * where the section starts): the caller then re-encodes.
+ */
+function topCutOf(frame: Buffer, response: FetchResponse, trace: RawTaggedField): TopCut | undefined {
+  const raw = response.taggedFields ?? [];
+  if (response.nodeEndpoints !== undefined || raw.some((t) => t.data.buffer !== frame.buffer))
+    return undefined;
+  const at = (t: RawTaggedField) => t.data.byteOffset - frame.byteOffset;
+  const first = raw[0]!;
+  const last = raw.at(-1)!;
+  const firstTagAt = at(first) - tagHeaderOf(first).length;
+  const count = uvarintBytes(raw.length);
+  const countAt = firstTagAt - count.length;
+  const traceHeader = tagHeaderOf(trace);
+  const tagAt = at(trace) - traceHeader.length;
+  if (
+    countAt < 0 ||
+    at(last) + last.data.length !== frame.length ||
+    !frame.subarray(countAt, firstTagAt).equals(count) ||
+    !frame.subarray(tagAt, at(trace)).equals(traceHeader)
+  )
+    return undefined;
+  return {
+    countAt,
+    firstTagAt,
+    tagAt,
+    tagEnd: at(trace) + trace.data.length,
+    newCount: uvarintBytes(raw.length - 1),
+  };
+}
+
 /**
  * The response frame with each edited partition's records replaced by its pieces and its segment
- * list dropped, written into one buffer: every other byte is copied from the broker's frame as it
- * is, and each filled byte is copied once, from the object cache to the output. Undefined when a
- * partition's fields are not where the decoded views say (null records, say): the caller then
- * re-encodes.
+ * list dropped (and the trace tag, `top`), written into one buffer: every other byte is copied
+ * from the broker's frame as it is, and each filled byte is copied once, from the object cache to
+ * the output. Undefined when a partition's fields are not where the decoded views say (null
+ * records, say): the caller then re-encodes.
  */
-function splice(frame: Buffer, edits: readonly Edit[]): Buffer | undefined {
+function splice(frame: Buffer, edits: readonly Edit[], top?: TopCut): Buffer | undefined {
   const cuts: {
     edit: Edit;
     /** Where the records' length varint starts, and the first tag after the tag count. */
@@ -544,6 +602,10 @@ function splice(frame: Buffer, edits: readonly Edit[]): Buffer | undefined {
     size -= c.firstTagAt - c.lengthAt + (c.tagEnd - c.tagAt);
     cursor = c.tagEnd;
   }
+  if (top !== undefined) {
+    if (top.countAt < cursor) return undefined;
+    size += top.newCount.length - (top.firstTagAt - top.countAt) - (top.tagEnd - top.tagAt);
+  }
   const out = Buffer.allocUnsafe(size);
   let at = 0;
   cursor = 0;
@@ -555,9 +617,32 @@ function splice(frame: Buffer, edits: readonly Edit[]): Buffer | undefined {
     at += frame.copy(out, at, c.firstTagAt, c.tagAt);
     cursor = c.tagEnd;
   }
+  if (top !== undefined) {
+    at += frame.copy(out, at, cursor, top.countAt);
+    at += top.newCount.copy(out, at);
+    at += frame.copy(out, at, top.firstTagAt, top.tagAt);
+    cursor = top.tagEnd;
+  }
   frame.copy(out, at, cursor);
   out.writeInt32BE(size - FRAME_SIZE_PREFIX_BYTES, 0);
   return out;
+}
+
+/**
+ * The output frame: spliced where the views allow it, re-encoded otherwise, without any walproxy
+ * tag (segment lists, the trace context) — the follower's broker gets a stock response.
+ */
+function rebuildFrame(
+  frame: Buffer,
+  headerLength: number,
+  response: FetchResponse,
+  edits: readonly Edit[],
+  version: number,
+  trace: RawTaggedField | undefined,
+): Buffer {
+  const top = trace === undefined ? undefined : topCutOf(frame, response, trace);
+  const spliced = trace === undefined || top !== undefined ? splice(frame, edits, top) : undefined;
+  return spliced ?? reencode(frame, headerLength, response, edits, version);
 }
 
 /** The same response through the codec: for frames splice cannot edit in place. */
@@ -576,6 +661,8 @@ function reencode(
     const rest = partition.taggedFields?.filter((f) => f.tag !== PARTITION_SEGMENTS_TAG) ?? [];
     partition.taggedFields = rest.length === 0 ? undefined : rest;
   }
+  const rest = response.taggedFields?.filter((f) => f.tag !== WAL_TRACE_TAG) ?? [];
+  response.taggedFields = rest.length === 0 ? undefined : rest;
   const header = frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength);
   return frameOf(header, encodeFetchResponse(response, version));
 }
@@ -723,8 +810,14 @@ export class FetchFillFilter implements FrameFilter {
         this.#settle(sent, topic, partition, bytes > 0);
       }
     }
-    if (tagged.length === 0) return frame;
-    return this.#fill(info, sent, frame, header.headerLength, response, tagged, started);
+    const trace = response.taggedFields?.find((f) => f.tag === WAL_TRACE_TAG);
+    if (tagged.length === 0) {
+      // A trace tag without references (not something a leader side sends): dropped all the same.
+      return trace === undefined
+        ? frame
+        : rebuildFrame(frame, header.headerLength, response, [], info.apiVersion, trace);
+    }
+    return this.#fill(info, sent, frame, header.headerLength, response, tagged, trace, started);
   }
 
   async #fill(
@@ -734,6 +827,7 @@ export class FetchFillFilter implements FrameFilter {
     headerLength: number,
     response: FetchResponse,
     tagged: readonly Tagged[],
+    trace: RawTaggedField | undefined,
     started: number,
   ): Promise<Buffer> {
     // Every body of one object in one read, every object at once.
@@ -800,7 +894,7 @@ export class FetchFillFilter implements FrameFilter {
     }
     this.#judgeStores(objects, reads, peeked);
 
-    const out = splice(frame, edits) ?? reencode(frame, headerLength, response, edits, info.apiVersion);
+    const out = rebuildFrame(frame, headerLength, response, edits, info.apiVersion, trace);
     const durationMs = performance.now() - started;
     const stats = this.stats;
     stats.responsesFilled++;
@@ -812,6 +906,8 @@ export class FetchFillFilter implements FrameFilter {
     if (channels.fill.hasSubscribers) {
       channels.fill.publish({
         references,
+        objectKeys: [...new Set([...objects.values()].map((o) => o.objectKey))],
+        uploads: (trace && decodeWalTrace(trace.data)) ?? [],
         bytes,
         durationMs,
         fallbacks: failures.length,

@@ -9,6 +9,7 @@ import {
   decodeResponseHeader,
   encodeFetchResponse,
   encodePartitionSegments,
+  encodeWalTrace,
   FETCH_CAPABILITY_TAG,
   type FetchCapability,
   type FetchResponse,
@@ -20,6 +21,8 @@ import {
   type RecordBatch,
   recordBatches,
   responseHeaderVersion,
+  WAL_TRACE_TAG,
+  type WalTraceContext,
 } from '@walproxy/shared';
 import type { Logger } from '../log.js';
 import type { TopicNames } from '../metadata/topic-names.js';
@@ -48,6 +51,8 @@ export const FETCH_INLINE_REASONS = [
   'control',
   'rewrittenByBroker',
   'notInWal',
+  'topicNotInWal',
+  'modeInline',
   'digestMismatch',
   'notStoredInTime',
   'requestedInline',
@@ -88,13 +93,28 @@ export interface FetchStripStats {
   inlineBytes: number;
   /** The same bytes by reason. */
   inlineBytesByReason: Record<FetchInlineReason, number>;
-  /** Batches sent inline, by why (for unknownTopic, requestedInline and notV2: partitions). */
+  /**
+   * Batches sent inline, by why (for unknownTopic, requestedInline and notV2: partitions). A
+   * control batch counts as control and nothing else whatever its topic.
+   */
   inline: {
     /** Transaction markers: the coordinator writes them, they never pass through Produce. */
     control: number;
     /** Sent by an idempotent producer, but the broker rewrote the bytes (LogAppendTime, recompression). */
     rewrittenByBroker: number;
+    /**
+     * A WAL topic's batch the index does not hold: the real fallback (produced before this
+     * sidecar started or while it was not in the path, refused by the writer, dropped unconfirmed).
+     */
     notInWal: number;
+    /**
+     * A batch of a topic that does not go to the WAL at all (--wal-topic does not match it, or an
+     * internal topic such as __consumer_offsets and the WAL metadata topic): stock by design. A
+     * partition whose records are not v2 batches counts once.
+     */
+    topicNotInWal: number;
+    /** A batch of a WAL topic set to mode=inline (--topic-config), counted as topicNotInWal is. */
+    modeInline: number;
     /**
      * A produced batch had the same partition, CRC-32C, length and header but other records (a
      * CRC collision): referencing it would give the follower the wrong bytes.
@@ -126,10 +146,26 @@ export interface FetchStripStats {
 export const FETCH_STRIP_CHANNELS = {
   /** A marked Fetch response carrying records was answered: FetchStripEvent. */
   strip: 'walproxy:fetch:strip',
+  /**
+   * A response is about to go out with references: FetchTraceContextEvent. A subscriber (tracing)
+   * fills in the upload span contexts to carry to the follower side, as undici's
+   * `undici:request:create` subscribers add a traceparent header: the filter needs no SDK.
+   */
+  traceContext: 'walproxy:fetch:trace-context',
 } as const;
+
+/** Published synchronously, before the response is encoded; subscribers push to `uploads`. */
+export interface FetchTraceContextEvent {
+  /** The objects the response references, each once, in the order of their first reference. */
+  readonly objectKeys: readonly string[];
+  /** The sampled upload spans of those objects: carried in WAL_TRACE_TAG when not empty. */
+  readonly uploads: WalTraceContext[];
+}
 
 export interface FetchStripEvent {
   references: number;
+  /** The objects the references point into, each once, in the order of their first reference. */
+  objectKeys: string[];
   /** Bytes of the batches sent as references (not across the link). */
   bytesReferenced: number;
   /** Record bytes sent inline, by why. */
@@ -141,7 +177,10 @@ export interface FetchStripEvent {
   durationMs: number;
 }
 
-const channels = { strip: channel(FETCH_STRIP_CHANNELS.strip) };
+const channels = {
+  strip: channel(FETCH_STRIP_CHANNELS.strip),
+  traceContext: channel(FETCH_STRIP_CHANNELS.traceContext),
+};
 
 interface PlannedBatch {
   bytes: Buffer;
@@ -272,6 +311,7 @@ export class FetchStripFilter implements FrameFilter {
   ): Buffer | Promise<Buffer> {
     const tally: FetchStripEvent = {
       references: 0,
+      objectKeys: [],
       bytesReferenced: 0,
       inlineBytes: zeroByReason(),
       heldBatches: 0,
@@ -295,6 +335,9 @@ export class FetchStripFilter implements FrameFilter {
     for (const topic of response.responses) {
       const topicId = topic.topicId;
       const name = topicId !== undefined ? this.deps.topicNames.nameOf(topicId) : topic.topic;
+      // Batches of a topic that is not on the WAL path are stock by design, whatever else is
+      // true of them; only a WAL topic's batches missing from the index are a fallback.
+      const offWal = name === undefined ? undefined : this.offWalReason(name);
       for (const partition of topic.partitions) {
         const records = partition.records;
         if (records === null || records.length === 0) continue;
@@ -308,14 +351,14 @@ export class FetchStripFilter implements FrameFilter {
         }
         const walked = walkBatches(records);
         if (walked === undefined) {
-          inline('notV2', records.length);
+          inline(offWal ?? 'notV2', records.length);
           continue;
         }
         const batches: PlannedBatch[] = [];
         let anyInWal = false;
         for (const batch of walked) {
           if (batch.partial) {
-            inline('partialBatch', batch.bytes.length);
+            inline(offWal ?? 'partialBatch', batch.bytes.length);
             batches.push({ bytes: batch.bytes, header: batch.bytes, inWal: false });
             continue;
           }
@@ -348,11 +391,12 @@ export class FetchStripFilter implements FrameFilter {
           }
           const reason: FetchInlineReason = batch.isControl
             ? 'control'
-            : match.found === undefined && match.digestMismatch
-              ? 'digestMismatch'
-              : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
-                ? 'rewrittenByBroker'
-                : 'notInWal';
+            : (offWal ??
+              (match.found === undefined && match.digestMismatch
+                ? 'digestMismatch'
+                : this.deps.index.rewrittenByBroker(name, partition.partitionIndex, batch)
+                  ? 'rewrittenByBroker'
+                  : 'notInWal'));
           if (reason === 'digestMismatch') this.warnDigestMismatch(name, partition.partitionIndex, batch);
           const bytes = batch.bytes();
           inline(reason, bytes.length);
@@ -373,6 +417,18 @@ export class FetchStripFilter implements FrameFilter {
     if (uploading.length === 0) return rewrite();
     tally.heldBatches = uploading.length;
     return this.holdFor(uploading, holdMs, tally).then(rewrite);
+  }
+
+  /**
+   * Why a topic's batches are not referenced by design: it does not go to the WAL, or its
+   * followers replicate it stock (mode=inline). Undefined for a WAL topic, or without a policy.
+   * The index is still asked first: what it holds is referenced whatever the policy says now.
+   */
+  private offWalReason(topic: string): 'topicNotInWal' | 'modeInline' | undefined {
+    const settings = this.deps.policy?.settingsFor(topic);
+    if (settings === undefined) return undefined;
+    if (!settings.wal) return 'topicNotInWal';
+    return settings.mode === 'inline' ? 'modeInline' : undefined;
   }
 
   /** At most one warning a minute: a producer forging collisions must not flood the log. */
@@ -413,6 +469,30 @@ export class FetchStripFilter implements FrameFilter {
     this.stats.holdMsMax = Math.max(this.stats.holdMsMax, held);
   }
 
+  /**
+   * Adds WAL_TRACE_TAG with the sampled upload spans of the referenced objects, when tracing
+   * listens and knows one: no byte is added otherwise (wal-trace.ts).
+   */
+  private carryTraceContext(response: FetchResponse, objectKeys: readonly string[]): void {
+    if (!channels.traceContext.hasSubscribers) return;
+    const ask: FetchTraceContextEvent = { objectKeys, uploads: [] };
+    channels.traceContext.publish(ask);
+    if (ask.uploads.length === 0) return;
+    let data: Buffer;
+    try {
+      data = encodeWalTrace(ask.uploads);
+    } catch (error) {
+      // Tracing is best effort: a bad context costs the link, never the response.
+      this.deps.log.debug({ error: (error as Error).message }, 'trace context not carried');
+      return;
+    }
+    // KIP-482: tags ascending, each at most once.
+    response.taggedFields = [
+      ...(response.taggedFields ?? []).filter((t) => t.tag !== WAL_TRACE_TAG),
+      { tag: WAL_TRACE_TAG, data },
+    ].sort((a, b) => a.tag - b.tag);
+  }
+
   private rewrite(
     frame: Buffer,
     version: number,
@@ -422,6 +502,7 @@ export class FetchStripFilter implements FrameFilter {
     tally: FetchStripEvent,
   ): Buffer {
     let referenced = 0;
+    const objectKeys = new Set<string>();
     for (const { partition, batches } of plans) {
       const segments: PartitionSegment[] = [];
       const inline: Buffer[] = [];
@@ -441,6 +522,7 @@ export class FetchStripFilter implements FrameFilter {
             length: location.length,
           });
           referenced++;
+          objectKeys.add(location.objectKey);
           this.stats.referencesSent++;
           this.stats.bytesReferenced += b.bytes.length;
           tally.bytesReferenced += b.bytes.length;
@@ -464,9 +546,11 @@ export class FetchStripFilter implements FrameFilter {
       partition.taggedFields = tags.sort((a, b) => a.tag - b.tag);
     }
     tally.references = referenced;
+    tally.objectKeys = [...objectKeys];
     // Everything ended up inline (every held batch missed the hold): the broker's bytes as they were.
     if (referenced === 0) return frame;
     this.stats.responsesRewritten++;
+    this.carryTraceContext(response, tally.objectKeys);
     const body = encodeFetchResponse(response, version);
     return frameOf(frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength), body);
   }

@@ -112,6 +112,10 @@ export class Telemetry {
       const s = spans;
       on(PRODUCE_WAL_CHANNELS.intercept, (e: Parameters<SpanMapper['intercept']>[0]) => s.intercept(e));
       on(FETCH_FILL_CHANNELS.fallback, (e: Parameters<SpanMapper['fallback']>[0]) => s.fallback(e));
+      // Only while spans are made: without tracing no response carries a trace context.
+      on(FETCH_STRIP_CHANNELS.traceContext, (e: Parameters<SpanMapper['traceContexts']>[0]) =>
+        s.traceContexts(e),
+      );
     }
   }
 

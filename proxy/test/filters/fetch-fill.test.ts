@@ -12,6 +12,7 @@ import {
   encodePartitionSegments,
   encodeRequestHeader,
   encodeResponseHeader,
+  encodeWalTrace,
   FETCH_CAPABILITY_TAG,
   type FetchCapability,
   type FetchRequest,
@@ -21,6 +22,7 @@ import {
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
   type RawTaggedField,
+  WAL_TRACE_TAG,
 } from '@walproxy/shared';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -533,7 +535,14 @@ describe('FetchFillFilter responses', () => {
         fillLatencyMs: { count: 1 },
       });
       expect(fills.events).toEqual([
-        { references: 8, bytes: filledBytes, durationMs: expect.any(Number), fallbacks: 0 },
+        {
+          references: 8,
+          objectKeys: ['wal/o1', 'wal/o2'],
+          uploads: [],
+          bytes: filledBytes,
+          durationMs: expect.any(Number),
+          fallbacks: 0,
+        },
       ]);
     },
   );
@@ -1351,5 +1360,85 @@ describe('FetchFillFilter fill deadline and per-store backoff', () => {
 
     // Then the follower gets the leader's bytes all the same
     expect(out).toEqual(pair.expectedFrame());
+  });
+});
+
+describe('FetchFillFilter and the trace context', () => {
+  const upload = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1 };
+
+  /** An answer referencing one object, with the leader side's trace tag and one more top-level tag. */
+  function tracedPair(objects: WalObjects, traceData: Buffer, top: Partial<FetchResponse> = {}) {
+    const batches = leaderBatches(100n, 3, 1);
+    const pair = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [{ partitionIndex: 0, batches, placement: ['wal/o1', 'inline', 'wal/o1'] }],
+        },
+      ],
+      objects,
+      {
+        ...top,
+        taggedFields: [
+          { tag: 9, data: Buffer.from('top') },
+          { tag: WAL_TRACE_TAG, data: traceData },
+        ],
+      },
+    );
+    // What the follower's broker must get: the broker's tags, none of walproxy's
+    pair.expected.taggedFields = [{ tag: 9, data: Buffer.from('top') }];
+    return pair;
+  }
+
+  it.each([
+    ['spliced', {}],
+    [
+      're-encoded (a NodeEndpoints tag)',
+      { nodeEndpoints: [{ nodeId: 1, host: 'localhost', port: 19_001, rack: 'az-a' }] },
+    ],
+  ] as const)(
+    'drops the tag before the broker and puts its upload context on the fill event (%s)',
+    async (_, top) => {
+      // Given a marked request, and its answer carrying the upload span context of its object
+      const { filter, objects } = setup();
+      const { info } = send(filter);
+      const pair = tracedPair(objects, encodeWalTrace([upload]), top);
+      const fills = listen<FetchFillEvent>(FETCH_FILL_CHANNELS.fill);
+
+      // When the answer goes through the filter
+      const out = await answer(filter, info, pair.wire).finally(fills.stop);
+
+      // Then the follower's broker gets the stock bytes, and the fill event the context
+      expect(out).toEqual(pair.expectedFrame());
+      expect(fills.events).toMatchObject([{ references: 2, objectKeys: ['wal/o1'], uploads: [upload] }]);
+    },
+  );
+
+  it('drops a tag of a version it does not read, and fills all the same', async () => {
+    const { filter, objects } = setup();
+    const { info } = send(filter);
+    const later = encodeWalTrace([upload]);
+    later[0] = 2;
+    const pair = tracedPair(objects, later);
+    const fills = listen<FetchFillEvent>(FETCH_FILL_CHANNELS.fill);
+    const out = await answer(filter, info, pair.wire).finally(fills.stop);
+    expect(out).toEqual(pair.expectedFrame());
+    expect(fills.events).toMatchObject([{ references: 2, uploads: [] }]);
+  });
+
+  it('drops the tag from an answer without references too', async () => {
+    // Given an answer with no segment list but a trace tag (a leader side never sends that)
+    const { filter, objects } = setup();
+    const { info } = send(filter);
+    const pair = responsePair(
+      17,
+      [{ topicId: TOPIC_A, partitions: [{ partitionIndex: 0, batches: leaderBatches(100n, 2) }] }],
+      objects,
+      { taggedFields: [{ tag: WAL_TRACE_TAG, data: encodeWalTrace([upload]) }] },
+    );
+    pair.expected.taggedFields = undefined;
+    // Then the broker does not get it
+    expect(await answer(filter, info, pair.wire)).toEqual(pair.expectedFrame());
   });
 });

@@ -1,9 +1,11 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import zlib from 'node:zlib';
 import {
   ApiKey,
   decodeFetchResponse,
   decodePartitionSegments,
+  decodeWalTrace,
   encodeFetchCapability,
   encodeFetchRequest,
   encodeFetchResponse,
@@ -13,12 +15,18 @@ import {
   type FetchResponse,
   PARTITION_SEGMENTS_TAG,
   recordBatches,
+  WAL_TRACE_TAG,
 } from '@walproxy/shared';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { collidingPair } from '../../../shared/test/helpers/crc-forge.js';
 import { sampleBatch } from '../../../shared/test/helpers/record-batches.js';
-import { FetchStripFilter } from '../../src/filters/fetch-strip.js';
+import {
+  FETCH_STRIP_CHANNELS,
+  type FetchStripEvent,
+  FetchStripFilter,
+  type FetchTraceContextEvent,
+} from '../../src/filters/fetch-strip.js';
 import { createLogger } from '../../src/log.js';
 import { TopicNames } from '../../src/metadata/topic-names.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
@@ -740,5 +748,132 @@ describe('FetchStripFilter and a topic created a moment ago', () => {
     expect(store.objects.size).toBe(1);
     expect(filter.stats.inline.unknownTopic).toBe(0);
     await writer.close();
+  });
+});
+
+describe('FetchStripFilter inline reasons by topic', () => {
+  it('counts batches of a topic off the WAL as topicNotInWal, of a mode=inline topic as modeInline, a WAL topic missing from the index as notInWal', async () => {
+    // Given a policy putting wal-* on the WAL, wal-audit set to mode=inline, and three topics:
+    // wal-orders (a WAL topic), wal-audit, and plain (no WAL)
+    const ids = { 'wal-orders': TOPIC_ID, 'wal-audit': 'bb'.repeat(16), plain: 'cc'.repeat(16) };
+    const names = new Map(Object.entries(ids).map(([name, id]) => [id, name]));
+    const policy = new TopicPolicy(
+      { wal: false, lingerMs: 10, targetBytes: 400_000, durableAck: false, mode: 'wal', maxHoldMs: 0 },
+      [
+        { pattern: 'wal-*', settings: { wal: true } },
+        { pattern: 'wal-audit', settings: { mode: 'inline' } },
+      ],
+    );
+    const index = new WalBatchIndex();
+    const filter = new FetchStripFilter({
+      index,
+      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
+      maxHoldMs: 0,
+      policy,
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    const referenced = sampleBatch(0n, 1, 40, 9);
+    index.add('wal-orders', 0, referenced, storedTicket(referenced.length));
+    await Promise.resolve();
+    const batches = (seed: number) =>
+      Buffer.concat([
+        asStored(sampleBatch(0n, 2, 50, seed), 0n),
+        asStored(sampleBatch(0n, 1, 30, seed + 1), 2n),
+      ]);
+    const missing = asStored(sampleBatch(0n, 2, 60, 20), 1n);
+    const { body } = fetchResponse(Buffer.concat([asStored(referenced, 0n), missing]));
+    const template = body.responses[0]!.partitions[0]!;
+    body.responses.push(
+      { topicId: ids['wal-audit'], partitions: [{ ...template, records: batches(30) }] },
+      { topicId: ids.plain, partitions: [{ ...template, records: batches(40) }] },
+    );
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When the broker answers a marked fetch with all three
+    await filter.onResponse(
+      i,
+      frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]),
+    );
+    // Then only the WAL topic's batch the index does not have is a notInWal fallback
+    expect(filter.stats.inline).toMatchObject({ notInWal: 1, modeInline: 2, topicNotInWal: 2 });
+    expect(filter.stats.inlineBytesByReason).toMatchObject({
+      notInWal: missing.length,
+      modeInline: batches(30).length,
+      topicNotInWal: batches(40).length,
+    });
+    expect(filter.stats.referencesSent).toBe(1);
+  });
+});
+
+describe('FetchStripFilter and tracing', () => {
+  const upload = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1 };
+
+  /** A response referencing two objects (o1, o2); the strip events published while answering it. */
+  async function answer() {
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    const c = sampleBatch(0n, 1, 10, 3);
+    const at = (objectKey: string, length: number) =>
+      ticket(Promise.resolve({ objectKey, position: 28, length, objectSize: 999, uploadedAtMs: 1 }));
+    index.add('wal-orders', 0, a, at('o1', a.length));
+    index.add('wal-orders', 0, c, at('o2', c.length));
+    await Promise.resolve();
+    const events: FetchStripEvent[] = [];
+    const onStrip = (e: unknown) => events.push(e as FetchStripEvent);
+    subscribe(FETCH_STRIP_CHANNELS.strip, onStrip);
+    try {
+      const i = info();
+      filter.onRequest(i, fetchRequest([]));
+      const response = fetchResponse(Buffer.concat([asStored(a, 0n), asStored(c, 3n)])).frame;
+      const out = await filter.onResponse(i, response);
+      return { out, events, body: decodeFetchResponse(out.subarray(4 + 5), VERSION) };
+    } finally {
+      unsubscribe(FETCH_STRIP_CHANNELS.strip, onStrip);
+    }
+  }
+
+  async function answerWith(give: (e: FetchTraceContextEvent) => void) {
+    const asked: FetchTraceContextEvent[] = [];
+    const handler = (e: unknown) => {
+      asked.push(e as FetchTraceContextEvent);
+      give(e as FetchTraceContextEvent);
+    };
+    subscribe(FETCH_STRIP_CHANNELS.traceContext, handler);
+    try {
+      return { ...(await answer()), asked };
+    } finally {
+      unsubscribe(FETCH_STRIP_CHANNELS.traceContext, handler);
+    }
+  }
+
+  it('names the objects it referenced on its strip event, each once', async () => {
+    const { events } = await answer();
+    expect(events.map((e) => e.objectKeys)).toEqual([['o1', 'o2']]);
+  });
+
+  it('carries the upload contexts tracing gives in a top-level tag, 31 bytes for one', async () => {
+    // Given tracing that knows the sampled upload span of o2 only
+    const { out, body, asked } = await answerWith((e) => {
+      if (e.objectKeys.includes('o2')) e.uploads.push(upload);
+    });
+    // Then tracing was asked about both objects, and the response carries o2's upload context
+    expect(asked.map((e) => e.objectKeys)).toEqual([['o1', 'o2']]);
+    const tag = body.taggedFields?.find((t) => t.tag === WAL_TRACE_TAG);
+    expect(decodeWalTrace(tag!.data)).toEqual([upload]);
+    // And it costs 31 bytes against the same response without tracing
+    const { out: plain } = await answer();
+    expect(out.length - plain.length).toBe(31);
+    console.log(
+      `trace context in a Fetch response: +${out.length - plain.length} bytes (${plain.length} → ${out.length})`,
+    );
+  });
+
+  it('adds no byte when tracing listens but has no sampled upload, nor when nothing listens', async () => {
+    const { out: untraced, body } = await answer();
+    expect(body.taggedFields).toBeUndefined();
+    const { out: unsampled, asked } = await answerWith(() => undefined);
+    expect(asked).toHaveLength(1);
+    expect(unsampled.equals(untraced)).toBe(true);
   });
 });

@@ -14,7 +14,11 @@ import {
   type FetchFallbackEvent,
   type FetchFillEvent,
 } from '../../src/filters/fetch-fill.js';
-import { FETCH_STRIP_CHANNELS, type FetchStripEvent } from '../../src/filters/fetch-strip.js';
+import {
+  FETCH_STRIP_CHANNELS,
+  type FetchStripEvent,
+  newFetchStripStats,
+} from '../../src/filters/fetch-strip.js';
 import {
   PRODUCE_WAL_CHANNELS,
   type ProduceDurableAckEvent,
@@ -174,8 +178,9 @@ describe('Telemetry: channel events to spans and metrics', () => {
     current = t.telemetry;
     publish<FetchStripEvent>(FETCH_STRIP_CHANNELS.strip, {
       references: 3,
+      objectKeys: ['wal/7/0000000002'],
       bytesReferenced: 3000,
-      inlineBytes: { notInWal: 100, notStoredInTime: 0, requestedInline: 0, unknownTopic: 0 },
+      inlineBytes: { ...newFetchStripStats().inlineBytesByReason, notInWal: 100, topicNotInWal: 40 },
       heldBatches: 1,
       holdMs: 12,
       durationMs: 15,
@@ -190,6 +195,8 @@ describe('Telemetry: channel events to spans and metrics', () => {
     });
     publish<FetchFillEvent>(FETCH_FILL_CHANNELS.fill, {
       references: 2,
+      objectKeys: ['wal/7/0000000002'],
+      uploads: [],
       bytes: 2000,
       durationMs: 5,
       fallbacks: 1,
@@ -203,6 +210,7 @@ describe('Telemetry: channel events to spans and metrics', () => {
       'walproxy.fetch.references': 3,
       'walproxy.fetch.bytes_referenced': 3000,
       'walproxy.fetch.inline_bytes.not_in_wal': 100,
+      'walproxy.fetch.inline_bytes.topic_not_in_wal': 40,
     });
     expect(hold?.parentSpanContext?.spanId).toBe(strip?.spanContext().spanId);
     expect(fill?.events.map((e) => e.attributes?.['walproxy.fetch.fallback.reason'])).toEqual([
@@ -220,6 +228,11 @@ describe('Telemetry: channel events to spans and metrics', () => {
     current = t.telemetry;
     t.fetchStrip.bytesReferenced = 5000;
     t.fetchStrip.inlineBytes = 70;
+    t.fetchStrip.inline.topicNotInWal = 5;
+    t.fetchStrip.inline.modeInline = 2;
+    t.fetchStrip.inline.notInWal = 1;
+    t.fetchStrip.inlineBytesByReason.topicNotInWal = 50;
+    t.fetchStrip.inlineBytesByReason.modeInline = 20;
     t.fetchFill.bytesFilled = 4000;
     t.fetchFill.fallbacks.getFailed = 2;
     t.fetchFill.fallbacks.deadline = 1;
@@ -241,6 +254,13 @@ describe('Telemetry: channel events to spans and metrics', () => {
     expect(sum(m.get('walproxy.replication.bytes'), { side: 'leader', path: 'inline' })).toBe(70);
     expect(sum(m.get('walproxy.replication.bytes'), { side: 'follower', path: 'referenced' })).toBe(4000);
     expect(sum(m.get('walproxy.replication.bytes'), { side: 'follower', path: 'inline' })).toBe(90);
+    expect(sum(m.get('walproxy.fetch.inline.batches'), { reason: 'topic_not_in_wal' })).toBe(5);
+    expect(sum(m.get('walproxy.fetch.inline.batches'), { reason: 'mode_inline' })).toBe(2);
+    expect(sum(m.get('walproxy.fetch.inline.batches'), { reason: 'not_in_wal' })).toBe(1);
+    expect(sum(m.get('walproxy.fetch.inline.bytes'), { side: 'leader', reason: 'topic_not_in_wal' })).toBe(
+      50,
+    );
+    expect(sum(m.get('walproxy.fetch.inline.bytes'), { side: 'leader', reason: 'mode_inline' })).toBe(20);
     expect(sum(m.get('walproxy.fetch.inline.bytes'), { side: 'follower', reason: 'unreferenced' })).toBe(60);
     expect(sum(m.get('walproxy.fetch.inline.bytes'), { side: 'follower', reason: 'backoff' })).toBe(30);
     expect(sum(m.get('walproxy.fetch.fallbacks'), { reason: 'get_failed' })).toBe(2);
@@ -257,6 +277,20 @@ describe('Telemetry: channel events to spans and metrics', () => {
     t.fetchStrip.bytesReferenced += 1000;
     const again = await t.collect();
     expect(sum(again.get('walproxy.replication.bytes'), { side: 'leader', path: 'referenced' })).toBe(6000);
+  });
+
+  it('asks for trace contexts to carry only while it makes spans', async () => {
+    // Given a sidecar with tracing, and one without (no OTLP endpoint, no span processor)
+    const t = setup();
+    current = t.telemetry;
+    expect(channel(FETCH_STRIP_CHANNELS.traceContext).hasSubscribers).toBe(true);
+    await t.telemetry.stop();
+    const untraced = new Telemetry({ sources: fakeSources().sources, log: silentLog });
+    untraced.start();
+    current = untraced;
+    // Then only the first listens: without tracing no Fetch response gets a trace tag
+    expect(channel(FETCH_STRIP_CHANNELS.traceContext).hasSubscribers).toBe(false);
+    expect(channel(FETCH_STRIP_CHANNELS.strip).hasSubscribers).toBe(true);
   });
 
   it('stops listening once stopped', async () => {

@@ -9,13 +9,13 @@ export const ALERT_JOB = 'walproxy';
 export const ALERT_GROUP = 'walproxy';
 
 /**
- * Inline reasons that are not a fallback: control batches, topics set to mode=inline, and
- * `not_in_wal`, which the leader side counts for every batch of a topic that does not use the WAL
- * (plain topics, __consumer_offsets, the WAL metadata topic itself) as well as for a WAL topic's
- * batch that is missing: on a healthy cluster it is most of the inline batches, so it cannot
- * tell a fallback apart until the leader side counts the two separately.
+ * Inline reasons that are not a fallback: control batches (transaction markers, never produced),
+ * batches of topics that do not use the WAL (`topic_not_in_wal`: plain topics, __consumer_offsets,
+ * the WAL metadata topic) or that a topic's mode=inline keeps stock (`mode_inline`), and
+ * partitions the follower side asked inline for (`requested_inline`: its own fallback, which the
+ * fill alerts count). `not_in_wal`, a WAL topic's batch the index does not have, is a fallback.
  */
-const NOT_A_FALLBACK = 'control|requested_inline|not_in_wal';
+const NOT_A_FALLBACK = 'control|requested_inline|topic_not_in_wal|mode_inline';
 
 export const ALERTS: readonly AlertSpec[] = [
   {
@@ -57,7 +57,7 @@ export const ALERTS: readonly AlertSpec[] = [
     severity: 'warning',
     summary: 'walproxy on {{ $labels.instance }} replicates WAL topics inline',
     description:
-      '{{ $value | humanizePercentage }} of the batches this leader could send to followers as references go inline instead (the store not answering in time, broker rewrites, unknown topics, store faults). Replication is correct but crosses zones: look at the inline reasons on the dashboard.',
+      '{{ $value | humanizePercentage }} of the batches this leader could send to followers as references go inline instead (batches missing from the WAL, the store not answering in time, broker rewrites, unknown topics, store faults). Replication is correct but crosses zones: look at the inline reasons on the dashboard.',
   },
   {
     alert: 'WalproxyStorePutErrors',

@@ -156,7 +156,7 @@ const replication: RowSpec = {
     {
       title: 'Inline batches by reason (leader side)',
       description:
-        'Why batches of follower fetches went inline: `control` and `requested_inline` are by design, `not_in_wal` also counts every batch of topics that do not use the WAL; `not_stored_in_time`, `rewritten_by_broker` and store reasons mean the WAL path is not carrying a WAL topic.',
+        "Why batches of follower fetches went inline: `control`, `topic_not_in_wal` (topics that do not use the WAL) and `mode_inline` (topics set to mode=inline) are by design, `requested_inline` follows a fill fallback; `not_in_wal` (a WAL topic's batch missing from the WAL), `not_stored_in_time`, `rewritten_by_broker` and store reasons mean the WAL path is not carrying a WAL topic.",
       kind: 'timeseries',
       unit: 'ops',
       queries: [
