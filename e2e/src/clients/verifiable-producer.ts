@@ -1,11 +1,19 @@
-import { writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { runKafkaTool } from './java-tools.js';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { kafkaLibDir } from '../cluster/paths.js';
+import { propertiesFile, runKafkaTool } from './java-tools.js';
+
+/** One acknowledged send, as the producer's callback reported it. */
+export interface Acknowledgement {
+  value: string;
+  partition: number;
+  offset: number;
+  /** When the callback ran (the tool's System.currentTimeMillis()). */
+  timestamp: number;
+}
 
 export interface VerifiableProducerResult {
-  /** Values the producer's callback saw acknowledged, with where they landed. */
-  acknowledged: Array<{ value: string; partition: number; offset: number }>;
+  /** Values the producer's callback saw acknowledged, with where they landed and when. */
+  acknowledged: Acknowledgement[];
   /** Values whose send failed (the callback got an exception). */
   failed: string[];
   code: number | null;
@@ -13,12 +21,7 @@ export interface VerifiableProducerResult {
   stderr: string;
 }
 
-/**
- * Kafka's own VerifiableProducer (kafka-tools, used by Kafka's system tests): it sends
- * `maxMessages` values "0", "1", ... and prints one JSON event per callback, so what counts as
- * acknowledged is what the Java producer itself reported acknowledged, record by record.
- */
-export async function verifiableProducer(opts: {
+export interface VerifiableProducerOptions {
   bootstrap: string;
   topic: string;
   maxMessages: number;
@@ -26,8 +29,11 @@ export async function verifiableProducer(opts: {
   throughput: number;
   props?: Record<string, string | number>;
   timeoutMs?: number;
-}): Promise<VerifiableProducerResult> {
-  const config = path.join(os.tmpdir(), `walproxy-verifiable-${process.pid}-${Date.now()}.properties`);
+  /** Values become `<prefix>.<n>` (the tool's --value-prefix), to tell producers apart in one topic. */
+  valuePrefix?: number;
+}
+
+function toolArgs(opts: VerifiableProducerOptions): string[] {
   const props = {
     // VerifiableProducer sets retries=0 itself, which idempotence refuses: retry until the
     // delivery timeout, as a default producer does.
@@ -37,38 +43,157 @@ export async function verifiableProducer(opts: {
     'request.timeout.ms': 10_000,
     ...opts.props,
   };
-  writeFileSync(
-    config,
-    `${Object.entries(props)
-      .map(([k, v]) => `${k}=${v}`)
-      .join('\n')}\n`,
-  );
-  const result = await runKafkaTool(
-    'org.apache.kafka.tools.VerifiableProducer',
-    [
-      '--bootstrap-server',
-      opts.bootstrap,
-      '--topic',
-      opts.topic,
-      '--max-messages',
-      String(opts.maxMessages),
-      '--throughput',
-      String(opts.throughput),
-      // One token: the argument parser would read a separate '-1' as an option.
-      '--acks=-1',
-      '--producer.config',
-      config,
-    ],
-    { timeoutMs: opts.timeoutMs ?? 300_000 },
-  );
-  const acknowledged: VerifiableProducerResult['acknowledged'] = [];
+  return [
+    '--bootstrap-server',
+    opts.bootstrap,
+    '--topic',
+    opts.topic,
+    '--max-messages',
+    String(opts.maxMessages),
+    '--throughput',
+    String(opts.throughput),
+    // One token: the argument parser would read a separate '-1' as an option.
+    '--acks=-1',
+    ...(opts.valuePrefix !== undefined ? ['--value-prefix', String(opts.valuePrefix)] : []),
+    '--producer.config',
+    propertiesFile('verifiable', props),
+  ];
+}
+
+function parseEvents(stdout: string): Pick<VerifiableProducerResult, 'acknowledged' | 'failed'> {
+  const acknowledged: Acknowledgement[] = [];
   const failed: string[] = [];
-  for (const line of result.stdout.split('\n')) {
+  for (const line of stdout.split('\n')) {
     if (!line.startsWith('{')) continue;
-    const event = JSON.parse(line) as { name: string; value?: string; partition?: number; offset?: number };
-    if (event.name === 'producer_send_success')
-      acknowledged.push({ value: event.value!, partition: event.partition!, offset: event.offset! });
-    else if (event.name === 'producer_send_error') failed.push(event.value ?? '?');
+    const event = JSON.parse(line) as {
+      name: string;
+      timestamp: number;
+      value?: string;
+      partition?: number;
+      offset?: number;
+    };
+    if (event.name === 'producer_send_success') {
+      acknowledged.push({
+        value: event.value!,
+        partition: event.partition!,
+        offset: event.offset!,
+        timestamp: event.timestamp,
+      });
+    } else if (event.name === 'producer_send_error') failed.push(event.value ?? '?');
   }
-  return { acknowledged, failed, code: result.code, stderr: result.stderr };
+  return { acknowledged, failed };
+}
+
+/**
+ * Kafka's own VerifiableProducer (kafka-tools, used by Kafka's system tests): it sends
+ * `maxMessages` values "0", "1", ... and prints one JSON event per callback, so what counts as
+ * acknowledged is what the Java producer itself reported acknowledged, record by record.
+ */
+export async function verifiableProducer(opts: VerifiableProducerOptions): Promise<VerifiableProducerResult> {
+  const result = await runKafkaTool('org.apache.kafka.tools.VerifiableProducer', toolArgs(opts), {
+    timeoutMs: opts.timeoutMs ?? 300_000,
+  });
+  return { ...parseEvents(result.stdout), code: result.code, stderr: result.stderr };
+}
+
+/** A VerifiableProducer running in the background until `stop()` (or `maxMessages`). */
+export interface RunningVerifiableProducer {
+  /** Acknowledgements so far (read as the tool prints them: cheap to call often). */
+  acknowledged(): Acknowledgement[];
+  /** Resolves once the tool reported that its producer started (or it exited). */
+  readonly started: Promise<void>;
+  /**
+   * SIGTERM: the tool's shutdown hook closes the producer, which completes (acknowledges or
+   * fails) every send in flight before the JVM exits; SIGKILL after `graceMs`.
+   */
+  stop(graceMs?: number): Promise<VerifiableProducerResult>;
+}
+
+/** Starts a VerifiableProducer that runs until stopped (bounded by `timeoutMs`, default 10 min). */
+export function startVerifiableProducer(opts: VerifiableProducerOptions): RunningVerifiableProducer {
+  const child: ChildProcess = spawn(
+    'java',
+    [
+      '-Xmx256m',
+      '-XX:+UseSerialGC',
+      '-cp',
+      `${kafkaLibDir()}/*`,
+      'org.apache.kafka.tools.VerifiableProducer',
+      ...toolArgs(opts),
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  // Parsed line by line as it arrives: a test polling the acknowledgements of a producer that
+  // runs for minutes must not parse its whole output on every poll.
+  const events: Pick<VerifiableProducerResult, 'acknowledged' | 'failed'> = { acknowledged: [], failed: [] };
+  let partialLine = '';
+  let stderr = '';
+  let onStarted: () => void = () => undefined;
+  const started = new Promise<void>((resolve) => {
+    onStarted = resolve;
+  });
+  child.stdout!.on('data', (d: Buffer) => {
+    const text = partialLine + d.toString();
+    const end = text.lastIndexOf('\n') + 1;
+    partialLine = text.slice(end);
+    const parsed = parseEvents(text.slice(0, end));
+    for (const a of parsed.acknowledged) events.acknowledged.push(a);
+    for (const f of parsed.failed) events.failed.push(f);
+    if (text.includes('"startup_complete"')) onStarted();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    // The tail only: a producer retrying for minutes logs a line per retry.
+    stderr = (stderr + d.toString()).slice(-200_000);
+  });
+  // 'close', not 'exit': the last acknowledgements may still be in the pipe when the JVM exits.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  const guard = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 600_000);
+  void exited.then(() => {
+    clearTimeout(guard);
+    onStarted();
+  });
+  process.once('exit', () => child.kill('SIGKILL'));
+  return {
+    acknowledged: () => events.acknowledged,
+    started,
+    async stop(graceMs = 30_000) {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      const rest = parseEvents(partialLine);
+      return {
+        acknowledged: [...events.acknowledged, ...rest.acknowledged],
+        failed: [...events.failed, ...rest.failed],
+        code,
+        stderr,
+      };
+    },
+  };
+}
+
+/**
+ * The longest stretch without an acknowledgement that overlaps [from, to], per partition (a
+ * partition stalls on its own: the others keep being acknowledged meanwhile). Stretches are
+ * measured between consecutive acknowledgements of the partition, so one that began before
+ * `from` counts whole; a partition not acknowledged again by `to` counts its stretch up to `to`.
+ */
+export function longestGapMs(acks: readonly Acknowledgement[], from: number, to: number): number {
+  const byPartition = new Map<number, number[]>();
+  for (const a of acks) {
+    const times = byPartition.get(a.partition) ?? [];
+    times.push(a.timestamp);
+    byPartition.set(a.partition, times);
+  }
+  let longest = 0;
+  for (const times of byPartition.values()) {
+    times.sort((a, b) => a - b);
+    for (let i = 1; i < times.length; i++) {
+      const [start, end] = [times[i - 1]!, times[i]!];
+      if (end >= from && start <= to) longest = Math.max(longest, end - start);
+    }
+    const last = times.at(-1)!;
+    if (last < to) longest = Math.max(longest, to - Math.max(last, from));
+  }
+  return longest;
 }
