@@ -289,7 +289,7 @@ describe('store faults on three zones: never worse than stock Kafka', () => {
           const last = isr.samples.at(-1);
           if (isrFullAfterMs === undefined && last && last.at > ended && last.short.length === 0)
             isrFullAfterMs = Date.now() - ended;
-          if (caughtUpAfterMs === undefined && owed() < RATE) caughtUpAfterMs = Date.now() - ended;
+          if (caughtUpAfterMs === undefined && owed() < RATE / 4) caughtUpAfterMs = Date.now() - ended;
         }
         results.push({
           fault: fault.name,
@@ -310,26 +310,22 @@ describe('store faults on three zones: never worse than stock Kafka', () => {
     // The table: per fault and producer, acknowledgements per second with no fault and during
     // it, the longest stretch without one, and what replication did during the fault
     const lines = [
-      `${pad('fault', 18)}${pad('producer', 30)}${pad('acks/s base', 13)}${pad('acks/s fault', 14)}${pad('ratio', 8)}${pad('longest gap', 13)}${pad('inline B (fault)', 18)}${pad('inline B (base)', 17)}${pad('cross-zone B (fault/base)', 27)}after the fault: refs resumed, ISR full, producers on schedule`,
+      `${pad('fault', 18)}${pad('producer', 30)}${pad('acks/s base', 13)}${pad('acks/s fault', 14)}${pad('ratio', 8)}${pad('longest gap', 13)}${pad('inline B leader/follower (fault)', 34)}${pad('(base)', 22)}${pad('cross-zone B (fault/base)', 27)}after the fault: refs resumed, ISR full, producers on schedule`,
     ];
     const violations: string[] = [];
     for (const r of results) {
-      const inlineFault = counterDelta(
-        r.during.counters.before,
-        r.during.counters.after,
-        counters.inlineBytes,
-      );
-      const inlineBase = counterDelta(
-        r.baseline.counters.before,
-        r.baseline.counters.after,
-        counters.inlineBytes,
-      );
+      // Inline bytes as the leader sides sent them and as the follower sides received them (a
+      // follower backing off from a store fetches unmarked: only it sees those as inline)
+      const inline = (w: Window) =>
+        `${counterDelta(w.counters.before, w.counters.after, counters.inlineBytes)}/${counterDelta(w.counters.before, w.counters.after, counters.followerInlineBytes)}`;
+      const inlineFault = inline(r.during);
+      const inlineBase = inline(r.baseline);
       PRODUCERS.forEach((spec, i) => {
         const base = ackRate(producers[i]!, r.baseline);
         const during = ackRate(producers[i]!, r.during);
         const ratio = during.perSecond / base.perSecond;
         lines.push(
-          `${pad(r.fault, 18)}${pad(spec.label, 30)}${pad(base.perSecond.toFixed(0), 13)}${pad(during.perSecond.toFixed(0), 14)}${pad(`${(100 * ratio).toFixed(0)}%`, 8)}${pad(`${during.longestGapMs} ms`, 13)}${pad(inlineFault, 18)}${pad(inlineBase, 17)}${pad(`${crossZoneBytes(r.during.traffic)}/${crossZoneBytes(r.baseline.traffic)}`, 27)}${r.resumedAfterMs ?? 'never'} ms, ${r.isrFullAfterMs ?? 'never'} ms, ${r.caughtUpAfterMs ?? 'never'} ms`,
+          `${pad(r.fault, 18)}${pad(spec.label, 30)}${pad(base.perSecond.toFixed(0), 13)}${pad(during.perSecond.toFixed(0), 14)}${pad(`${(100 * ratio).toFixed(0)}%`, 8)}${pad(`${during.longestGapMs} ms`, 13)}${pad(inlineFault, 34)}${pad(inlineBase, 22)}${pad(`${crossZoneBytes(r.during.traffic)}/${crossZoneBytes(r.baseline.traffic)}`, 27)}${r.resumedAfterMs ?? 'never'} ms, ${r.isrFullAfterMs ?? 'never'} ms, ${r.caughtUpAfterMs ?? 'never'} ms`,
         );
         if (!(ratio >= MIN_RATE_RATIO))
           violations.push(

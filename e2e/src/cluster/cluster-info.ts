@@ -78,6 +78,11 @@ export const counters = {
   /** Leader side: batches sent inline for one reason (fetch-strip.ts, FetchStripStats.inline). */
   inlineBatches: (reason: string) => (c: SidecarCounters) =>
     numberAt(c.wal?.fetchStrip?.inline as Record<string, unknown> | undefined, reason),
+  /**
+   * Follower side: record bytes that came inline in answers to its fetches (those it sent unmarked
+   * while backing off from a store included, where the follower side counts them).
+   */
+  followerInlineBytes: (c: SidecarCounters) => numberAt(c.wal?.fetchFill, 'inlineBytes'),
   /** Follower side: batches filled back from the store. */
   referencesFilled: (c: SidecarCounters) => numberAt(c.wal?.fetchFill, 'referencesFilled'),
   /** Leader side: Produce partitions answered with an error because the store did not confirm in time. */
