@@ -1,61 +1,84 @@
 import { describe, expect, inject, it } from 'vitest';
 import { consumerPerf, javaProtocolVersions, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic } from '../src/clients/kafkajs.js';
-import { sidecarCounters } from '../src/cluster/cluster-info.js';
+import { type CounterSnapshot, counterDelta, counterSnapshot } from '../src/cluster/cluster-info.js';
 
 const TOPIC = 'e2e-java-perf';
 const RECORDS = 200_000;
+const RECORD_SIZE = 256;
 
-function sumRequests(
-  counters: Awaited<ReturnType<typeof sidecarCounters>>[],
-  listener: (name: string) => boolean,
-  api: string,
-) {
-  let total = 0;
-  for (const c of counters) {
-    for (const [name, l] of Object.entries(c.listeners)) {
-      if (!listener(name)) continue;
-      for (const [key, n] of Object.entries(l.requests)) if (key.startsWith(`${api} v`)) total += n;
-    }
+/** Requests per "Api vN" that reached one listener of every sidecar between two snapshots (only those that did). */
+function requestsBetween(
+  before: CounterSnapshot,
+  after: CounterSnapshot,
+  listener: string,
+): Record<string, number> {
+  const keys = new Set(
+    Object.values(after).flatMap((c) => Object.keys(c.listeners[listener]?.requests ?? {})),
+  );
+  const out: Record<string, number> = {};
+  for (const key of keys) {
+    const n = counterDelta(before, after, (c) => c.listeners[listener]?.requests[key]);
+    if (n > 0) out[key] = n;
   }
-  return total;
+  return out;
 }
 
 describe('Java perf tools through the sidecars', () => {
   it('ProducerPerformance and ConsumerPerformance move every record with the newest Produce and Fetch', async () => {
     const cluster = inject('cluster');
     await createTopic(cluster.bootstrap, TOPIC, { partitions: 3 });
+    // Counted from here: the shared cluster's counters hold every file that ran before
+    const beforeProduce = await counterSnapshot(cluster);
 
     // When the Java producer (newest Produce version) writes 200,000 records with acks=all
     const produced = await producerPerf({
       bootstrap: cluster.bootstrap,
       topic: TOPIC,
       records: RECORDS,
-      recordSize: 256,
+      recordSize: RECORD_SIZE,
     });
     expect(produced.records).toBe(RECORDS);
+    const afterProduce = await counterSnapshot(cluster);
 
     // And the Java consumer (newest Fetch version) reads them back
     const consumed = await consumerPerf({ bootstrap: cluster.bootstrap, topic: TOPIC, records: RECORDS });
     expect(consumed.records).toBe(RECORDS);
+    const afterConsume = await counterSnapshot(cluster);
 
-    // Then the sidecars' client ingresses saw the Java client's newest Produce and consumer Fetch
+    // Then the sidecars' client ingresses carried this producer's records in the Java client's
+    // newest Produce, and this consumer's reads in its newest Fetch
     // (Kafka 4.1+: v13 and v18; 4.0: v12 and v17; 3.9: v11 and v17)
     const expected = javaProtocolVersions(cluster.kafkaVersion);
-    const counters = await Promise.all([1, 2, 3].map((id) => sidecarCounters(cluster, id)));
-    const seen = (listener: string) =>
-      Object.keys(Object.assign({}, ...counters.map((c) => c.listeners[listener]?.requests ?? {})))
-        .filter((key) => /^(Produce|Fetch) v/.test(key))
-        .sort();
+    const producing = requestsBetween(beforeProduce, afterProduce, 'client');
+    const consuming = requestsBetween(afterProduce, afterConsume, 'client');
+    const replicating = requestsBetween(beforeProduce, afterProduce, 'replication');
     console.info(
-      `[java-perf-tools] Kafka ${cluster.kafkaVersion}: client ingress ${seen('client').join(', ')}; replication ingress ${seen('replication').join(', ')}`,
+      `[java-perf-tools] Kafka ${cluster.kafkaVersion}: while producing, client ingress ${JSON.stringify(producing)}, replication ingress ${JSON.stringify(replicating)}; while consuming, client ingress ${JSON.stringify(consuming)}`,
     );
-    expect(seen('client')).toEqual(
-      expect.arrayContaining([`Produce v${expected.produce}`, `Fetch v${expected.fetch}`]),
+    const produceKey = `Produce v${expected.produce}`;
+    expect(producing[produceKey]).toBeGreaterThan(0);
+    expect(Object.keys(producing).filter((k) => k.startsWith('Produce v'))).toEqual([produceKey]);
+    const fromProducer = counterDelta(
+      beforeProduce,
+      afterProduce,
+      (c) => c.listeners.client?.bytesFromDownstream,
     );
-    expect(sumRequests(counters, (n) => n === 'client', 'Produce')).toBeGreaterThan(0);
-    // And the followers' replica fetchers reached the replication ingresses with the Fetch version
-    // of the cluster's metadata.version (v17 on 3.9/4.0, v18 from 4.1)
-    expect(seen('replication')).toContain(`Fetch v${expected.replicaFetch}`);
+    expect(fromProducer).toBeGreaterThanOrEqual(RECORDS * RECORD_SIZE);
+    const fetchKey = `Fetch v${expected.fetch}`;
+    expect(consuming[fetchKey]).toBeGreaterThan(0);
+    expect(Object.keys(consuming).filter((k) => k.startsWith('Fetch v'))).toEqual([fetchKey]);
+    const toConsumer = counterDelta(afterProduce, afterConsume, (c) => c.listeners.client?.bytesToDownstream);
+    expect(toConsumer).toBeGreaterThanOrEqual(RECORDS * RECORD_SIZE);
+    // And the followers' replica fetchers replicated them through the replication ingresses with
+    // the Fetch version of the cluster's metadata.version (v17 on 3.9/4.0, v18 from 4.1)
+    expect(replicating[`Fetch v${expected.replicaFetch}`]).toBeGreaterThan(0);
+    const replicated = counterDelta(
+      beforeProduce,
+      afterProduce,
+      (c) => c.listeners.replication?.bytesToDownstream,
+    );
+    // (acks=all: both followers of each partition had every record before it was acknowledged)
+    expect(replicated).toBeGreaterThanOrEqual(2 * RECORDS * RECORD_SIZE);
   });
 });

@@ -108,8 +108,10 @@ export async function verifiableProducer(opts: VerifiableProducerOptions): Promi
 
 /** A VerifiableProducer running in the background until `stop()` (or `maxMessages`). */
 export interface RunningVerifiableProducer {
-  /** Acknowledgements so far. */
+  /** Acknowledgements so far (read as the tool prints them: cheap to call often). */
   acknowledged(): Acknowledgement[];
+  /** Resolves once the tool reported that its producer started (or it exited). */
+  readonly started: Promise<void>;
   /**
    * SIGTERM: the tool's shutdown hook closes the producer, which completes (acknowledges or
    * fails) every send in flight before the JVM exits; SIGKILL after `graceMs`.
@@ -132,26 +134,51 @@ export function startVerifiableProducer(opts: VerifiableProducerOptions): Runnin
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  let stdout = '';
+  // Parsed line by line as it arrives: a test polling the acknowledgements of a producer that
+  // runs for minutes must not parse its whole output on every poll.
+  const events: Pick<VerifiableProducerResult, 'acknowledged' | 'failed'> = { acknowledged: [], failed: [] };
+  let partialLine = '';
   let stderr = '';
+  let onStarted: () => void = () => undefined;
+  const started = new Promise<void>((resolve) => {
+    onStarted = resolve;
+  });
   child.stdout!.on('data', (d: Buffer) => {
-    stdout += d.toString();
+    const text = partialLine + d.toString();
+    const end = text.lastIndexOf('\n') + 1;
+    partialLine = text.slice(end);
+    const parsed = parseEvents(text.slice(0, end));
+    for (const a of parsed.acknowledged) events.acknowledged.push(a);
+    for (const f of parsed.failed) events.failed.push(f);
+    if (text.includes('"startup_complete"')) onStarted();
   });
   child.stderr!.on('data', (d: Buffer) => {
-    stderr += d.toString();
+    // The tail only: a producer retrying for minutes logs a line per retry.
+    stderr = (stderr + d.toString()).slice(-200_000);
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': the last acknowledgements may still be in the pipe when the JVM exits.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   const guard = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 600_000);
-  void exited.then(() => clearTimeout(guard));
+  void exited.then(() => {
+    clearTimeout(guard);
+    onStarted();
+  });
   process.once('exit', () => child.kill('SIGKILL'));
   return {
-    acknowledged: () => parseEvents(stdout.slice(0, stdout.lastIndexOf('\n') + 1)).acknowledged,
+    acknowledged: () => events.acknowledged,
+    started,
     async stop(graceMs = 30_000) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
       const code = await exited;
       clearTimeout(timer);
-      return { ...parseEvents(stdout), code, stderr };
+      const rest = parseEvents(partialLine);
+      return {
+        acknowledged: [...events.acknowledged, ...rest.acknowledged],
+        failed: [...events.failed, ...rest.failed],
+        code,
+        stderr,
+      };
     },
   };
 }

@@ -30,3 +30,69 @@ export async function sidecarCounters(info: ClusterInfo, brokerId: number): Prom
   if (!response.ok) throw new Error(`sidecar ${brokerId} counters: HTTP ${response.status}`);
   return (await response.json()) as SidecarCounters;
 }
+
+/** Anything that reads one sidecar's counters: the shared cluster's info, or a KafkaCluster. */
+export type CounterSource = ClusterInfo | { sidecarCounters(brokerId: number): Promise<SidecarCounters> };
+
+/** Every sidecar's counters at one moment, by broker id. */
+export type CounterSnapshot = Record<number, SidecarCounters>;
+
+/**
+ * Reads the counters of every sidecar (brokers 1–3 unless told), so that a test can subtract two
+ * snapshots: the shared cluster's counters are cumulative over every file that ran before.
+ */
+export async function counterSnapshot(
+  source: CounterSource,
+  brokerIds: readonly number[] = [1, 2, 3],
+): Promise<CounterSnapshot> {
+  const read = (id: number) =>
+    'adminUrls' in source ? sidecarCounters(source, id) : source.sidecarCounters(id);
+  const all = await Promise.all(brokerIds.map(read));
+  return Object.fromEntries(brokerIds.map((id, i) => [id, all[i]!]));
+}
+
+/**
+ * What `pick` counted between two snapshots, summed over the sidecars of `after` (or only over
+ * `brokerIds`). A counter a sidecar does not have counts as 0.
+ */
+export function counterDelta(
+  before: CounterSnapshot,
+  after: CounterSnapshot,
+  pick: (counters: SidecarCounters) => number | undefined,
+  brokerIds: readonly number[] = Object.keys(after).map(Number),
+): number {
+  return brokerIds.reduce((sum, id) => {
+    const was = before[id] ? (pick(before[id]) ?? 0) : 0;
+    return sum + (pick(after[id]!) ?? 0) - was;
+  }, 0);
+}
+
+/** The counters tests subtract most, as `pick` functions for counterDelta. */
+export const counters = {
+  /** Leader side: batches a follower got as a reference instead of bytes. */
+  referencesSent: (c: SidecarCounters) => numberAt(c.wal?.fetchStrip, 'referencesSent'),
+  /** Leader side: record bytes sent as references. */
+  bytesReferenced: (c: SidecarCounters) => numberAt(c.wal?.fetchStrip, 'bytesReferenced'),
+  /** Leader side: record bytes of marked (follower) Fetch responses that went inline. */
+  inlineBytes: (c: SidecarCounters) => numberAt(c.wal?.fetchStrip, 'inlineBytes'),
+  /** Leader side: batches sent inline for one reason (fetch-strip.ts, FetchStripStats.inline). */
+  inlineBatches: (reason: string) => (c: SidecarCounters) =>
+    numberAt(c.wal?.fetchStrip?.inline as Record<string, unknown> | undefined, reason),
+  /**
+   * Follower side: record bytes that came inline in answers to its fetches (those it sent unmarked
+   * while backing off from a store included, where the follower side counts them).
+   */
+  followerInlineBytes: (c: SidecarCounters) => numberAt(c.wal?.fetchFill, 'inlineBytes'),
+  /** Follower side: batches filled back from the store. */
+  referencesFilled: (c: SidecarCounters) => numberAt(c.wal?.fetchFill, 'referencesFilled'),
+  /** Leader side: Produce partitions answered with an error because the store did not confirm in time. */
+  durableAckFailures: (c: SidecarCounters) => c.wal?.produce.durableAckFailures,
+  /** Requests of one API and version ('Produce v13') that reached one listener ('client'). */
+  requests: (listener: string, apiAndVersion: string) => (c: SidecarCounters) =>
+    c.listeners[listener]?.requests[apiAndVersion],
+};
+
+function numberAt(record: Record<string, unknown> | undefined, key: string): number | undefined {
+  const value = record?.[key];
+  return typeof value === 'number' ? value : undefined;
+}

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
   type ObjectStore,
@@ -111,24 +111,52 @@ export async function readMetadataRecords(
   return records;
 }
 
+export interface CompareReplicasOptions {
+  /** How long to wait for the replicas to agree, default 90 s. */
+  timeoutMs?: number;
+  /**
+   * Partitions whose logs may hold no batch (all of them when true): by default an empty log is a
+   * difference, since identical empty logs would prove nothing.
+   */
+  mayBeEmpty?: boolean | readonly number[];
+}
+
 /**
  * Waits until every replica of every partition holds the same batches, then returns, per
  * partition, the first replica whose log differs from the first one's (empty when identical:
- * every batch of every segment byte for byte, base offsets and leader epochs included).
+ * every batch of every segment byte for byte, base offsets and leader epochs included). A broker
+ * without the partition's directory, and a partition whose logs hold no batch (unless
+ * `mayBeEmpty` says it may), are differences too.
  */
 export async function compareReplicas(
   dataDirs: Record<number, string>,
   topic: string,
   partitions: number,
-  timeoutMs = 90_000,
+  { timeoutMs = 90_000, mayBeEmpty = false }: CompareReplicasOptions = {},
 ): Promise<string[]> {
   const brokers = Object.keys(dataDirs).map(Number);
+  const emptyAllowed = (p: number) => (typeof mayBeEmpty === 'boolean' ? mayBeEmpty : mayBeEmpty.includes(p));
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const differences: string[] = [];
     for (let p = 0; p < partitions; p++) {
-      const logs = brokers.map((b) => readPartitionLog(dataDirs[b]!, topic, p));
+      const missing = brokers.filter((b) => !existsSync(path.join(dataDirs[b]!, `${topic}-${p}`)));
+      if (missing.length > 0) {
+        differences.push(`${topic}-${p} has no log directory on broker ${missing.join(', ')}`);
+        continue;
+      }
+      let logs: LogBatch[][];
+      try {
+        logs = brokers.map((b) => readPartitionLog(dataDirs[b]!, topic, p));
+      } catch (error) {
+        // A segment renamed under us (a roll, the log cleaner's swap): read again.
+        differences.push(`${topic}-${p}: ${(error as Error).message}`);
+        continue;
+      }
       const reference = logs[0]!;
+      if (reference.length === 0 && !emptyAllowed(p)) {
+        differences.push(`${topic}-${p} on broker ${brokers[0]}: no batch (an empty log proves nothing)`);
+      }
       logs.forEach((log, i) => {
         const sameCount = log.length === reference.length;
         const firstDiff = reference.findIndex(
