@@ -63,6 +63,8 @@ const ROLES: readonly { role: string; modules: RegExp }[] = [
     modules: /^(proxy\/metadata\/|pkg\/kafkajs$|node:zlib$)/,
   },
   { role: 'store completions (no role on stack)', modules: /^proxy\/store\// },
+  // The signer is async: what runs after its awaits has only the SDK's own frames on the stack.
+  { role: 'store signing, AWS SDK (no role on stack)', modules: /^pkg\/(@smithy|@aws-sdk|@aws-crypto)\// },
   { role: 'pipe (net/, zone/)', modules: /^proxy\/(net|zone)\// },
   {
     role: 'telemetry, admin, logs',
@@ -137,6 +139,8 @@ export interface ProfileSummary {
   /** Samples taken while busy; the maps below count samples. */
   busySamples: number;
   roles: Map<string, number>;
+  /** Per role, its samples by component. */
+  roleComponents: Map<string, Map<string, number>>;
   components: Map<string, number>;
   /** Self samples per `function module:line`. */
   functions: Map<string, number>;
@@ -159,6 +163,7 @@ export function summarize(
     idleSeconds: 0,
     busySamples: 0,
     roles: new Map(),
+    roleComponents: new Map(),
     components: new Map(),
     functions: new Map(),
   };
@@ -201,8 +206,16 @@ export function summarize(
       }
       summary.busySeconds += seconds;
       summary.busySamples++;
-      add(summary.roles, stackRole(leaf));
-      add(summary.components, componentOf(frame));
+      const role = stackRole(leaf);
+      const component = componentOf(frame);
+      add(summary.roles, role);
+      add(summary.components, component);
+      let within = summary.roleComponents.get(role);
+      if (within === undefined) {
+        within = new Map();
+        summary.roleComponents.set(role, within);
+      }
+      add(within, component);
       const module = moduleOf(frame.url);
       const name = SPECIAL.has(frame.functionName)
         ? frame.functionName
@@ -274,9 +287,15 @@ export function formatSummary(
         ? `seconds below: sampled busy time, ${(total / gb).toFixed(2)} s per GB`
         : `seconds below: ${cpuSeconds.toFixed(1)} CPU-s (/proc, every thread) apportioned by samples, ${(total / gb).toFixed(2)} CPU-s per GB`),
     '',
-    '| role (first on the stack) | CPU-s per GB | share |',
-    '|---|---:|---:|',
-    ...sorted(summary.roles).map(([k, s]) => `| ${k} | ${perGb(s)} | ${pct(s)} |`),
+    '| role (first on the stack) | CPU-s per GB | share | of which (components, CPU-s per GB) |',
+    '|---|---:|---:|---|',
+    ...sorted(summary.roles).map(
+      ([k, s]) =>
+        `| ${k} | ${perGb(s)} | ${pct(s)} | ${sorted(summary.roleComponents.get(k) ?? new Map())
+          .slice(0, 3)
+          .map(([c, n]) => `${c} ${perGb(n)}`)
+          .join('; ')} |`,
+    ),
     '',
     '| component (self time) | CPU-s per GB | share |',
     '|---|---:|---:|',

@@ -24,16 +24,17 @@
  * Environment: BENCH_ROUNDS (2), BENCH_BYTES (256e6 per arm and round), BENCH_PHASE_SECONDS (20),
  * BENCH_ARMS (stock,inline,wal,wal-moto), BENCH_WARMUP_BYTES (64e6 per cluster start),
  * BENCH_WAL_LINGER_MS (10), BENCH_BROKER_PROPS (k=v,k=v: extra broker properties, e.g.
- * replica.fetch.min.bytes), BENCH_OUT; SIDECAR_CPU_PROF_DIR=<dir>: a CPU profile of every sidecar
+ * replica.fetch.min.bytes), BENCH_OUT; BENCH_REQUEST_LOG=1: the brokers' request log (DEBUG) during
+ * every 1 MB/s phase, summarized (Produce and follower Fetch times at the leaders; costs CPU); SIDECAR_CPU_PROF_DIR=<dir>: a CPU profile of every sidecar
  * per walproxy arm and round (sidecars restarted around each arm), summarized per role.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { openObjectStore } from '@walproxy/proxy';
-import { type ProducerPerfResult, producerPerf } from '../src/clients/java-tools.js';
+import { type ProducerPerfResult, producerPerf, runKafkaTool } from '../src/clients/java-tools.js';
 import { createTopic } from '../src/clients/kafkajs.js';
-import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
+import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
 import { walSidecarEnv } from '../src/cluster/wal-settings.js';
 import {
@@ -74,6 +75,7 @@ const BROKER_PROPS: Record<string, string> = Object.fromEntries(
     .map((kv) => [kv.slice(0, kv.indexOf('=')).trim(), kv.slice(kv.indexOf('=') + 1).trim()]),
 );
 const OUT = process.env.BENCH_OUT ?? path.join(repoRoot(), '.runs', 'bench', 'replication.json');
+const REQUEST_LOG = process.env.BENCH_REQUEST_LOG === '1';
 const PROFILE_DIR = process.env.SIDECAR_CPU_PROF_DIR;
 // The harness profiles every sidecar it starts while this is set: only the arms' sidecars should be.
 delete process.env.SIDECAR_CPU_PROF_DIR;
@@ -111,6 +113,19 @@ interface StepStats {
   p99_ms: number | null;
 }
 
+/** Percentiles of the brokers' request log times for one kind of request, in ms. */
+interface RequestTimes {
+  count: number;
+  per_second: number;
+  total_p50_ms: number | null;
+  total_p99_ms: number | null;
+  remote_p50_ms: number | null;
+  remote_p99_ms: number | null;
+  local_p50_ms: number | null;
+  queue_p50_ms: number | null;
+  send_p50_ms: number | null;
+}
+
 interface RoundResult {
   arm: ArmName;
   round: number;
@@ -133,6 +148,12 @@ interface RoundResult {
   object_sizes: number[];
   fill_fallbacks: Record<string, number> | null;
   steps_1mbps: Record<string, StepStats> | null;
+  /** BENCH_REQUEST_LOG: at the leaders during the 1 MB/s phase, by kind of request. */
+  request_log_1mbps: Record<string, RequestTimes> | null;
+  /** BENCH_REQUEST_LOG: the producer's own timings of the 1 MB/s phase (ms, averages). */
+  producer_metrics_1mbps: Record<string, number> | null;
+  /** The sidecars' counters (summed) moved during the 1 MB/s phase. */
+  sidecar_counters_1mbps: Record<string, number> | null;
   settle_seconds: number;
   /** When the arm's figures were taken, in µs of process.hrtime (a CPU profile's clock). */
   window_us: [number, number];
@@ -242,6 +263,146 @@ async function walObjects(server: S3Server): Promise<Map<string, number>> {
     }
   }
   return objects;
+}
+
+/** The producer's averages that split its latency: time in its accumulator, request round trips. */
+function producerTimings(metrics: Record<string, number>): Record<string, number> {
+  const wanted = [
+    'record-queue-time-avg',
+    'record-queue-time-max',
+    'request-latency-avg',
+    'request-latency-max',
+    'records-per-request-avg',
+    'batch-size-avg',
+  ];
+  const out: Record<string, number> = {};
+  for (const [key, value] of Object.entries(metrics)) {
+    const [group, name] = key.split(':');
+    if (group === 'producer-metrics' && wanted.includes(name!)) out[name!] = round3(value)!;
+  }
+  return out;
+}
+
+/** Every number in the sidecars' WAL counters, flattened (`fetchStrip.inline.notInWal`) and summed. */
+function flatCounters(all: readonly SidecarCounters[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  const walk = (prefix: string, value: unknown) => {
+    if (typeof value === 'number') out[prefix] = (out[prefix] ?? 0) + value;
+    else if (value !== null && typeof value === 'object')
+      for (const [k, v] of Object.entries(value)) walk(prefix ? `${prefix}.${k}` : k, v);
+  };
+  for (const c of all) walk('', c.wal ?? {});
+  return out;
+}
+
+function countersSince(
+  before: Record<string, number>,
+  after: Record<string, number>,
+): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after)
+      .map(([k, v]) => [k, v - (before[k] ?? 0)] as const)
+      .filter(([, d]) => d !== 0),
+  );
+}
+
+/** Sets the level of every broker's request logger (a dynamic broker-logger config). */
+async function setRequestLogLevel(cluster: KafkaCluster, level: 'DEBUG' | 'WARN'): Promise<void> {
+  await Promise.all(
+    BROKER_IDS.map(async (id) => {
+      const result = await runKafkaTool('org.apache.kafka.tools.ConfigCommand', [
+        '--bootstrap-server',
+        cluster.directBootstrap(),
+        '--entity-type',
+        'broker-loggers',
+        '--entity-name',
+        String(id),
+        '--alter',
+        '--add-config',
+        `kafka.request.logger=${level}`,
+      ]);
+      if (result.code !== 0) throw new Error(`ConfigCommand for broker ${id}: ${result.stderr.slice(-2000)}`);
+    }),
+  );
+}
+
+function serverLog(cluster: KafkaCluster, id: number): string {
+  return path.join(cluster.workDir, `broker-${id}`, 'logs', 'server.log');
+}
+
+/**
+ * Produce requests from clients and Fetch requests from followers, as the leaders' request logs
+ * timed them ("Completed request:{json}": total, queue, local, remote = purgatory, send), from
+ * each log's byte offset in `from` on.
+ */
+function requestTimes(cluster: KafkaCluster, from: Map<number, number>, seconds: number) {
+  const kinds = new Map<
+    string,
+    { total: number[]; remote: number[]; local: number[]; queue: number[]; send: number[] }
+  >();
+  for (const id of BROKER_IDS) {
+    const text = readFileSync(serverLog(cluster, id))
+      .subarray(from.get(id) ?? 0)
+      .toString('utf8');
+    for (const line of text.split('\n')) {
+      const at = line.indexOf('Completed request:');
+      if (at < 0) continue;
+      const json = line.slice(at + 'Completed request:'.length).replace(/ \(kafka\.request\.logger\)$/, '');
+      let r: {
+        requestHeader?: { requestApiKey?: number; clientId?: string };
+        totalTimeMs?: number;
+        requestQueueTimeMs?: number;
+        localTimeMs?: number;
+        remoteTimeMs?: number;
+        sendTimeMs?: number;
+      };
+      try {
+        r = JSON.parse(json);
+      } catch {
+        continue;
+      }
+      const key = r.requestHeader?.requestApiKey;
+      const client = r.requestHeader?.clientId ?? '';
+      const kind =
+        key === 0 && client.startsWith('perf-producer')
+          ? 'Produce (producer, at the leader)'
+          : key === 1 && /^broker-\d+-fetcher/.test(client)
+            ? 'Fetch (follower, at the leader)'
+            : undefined;
+      if (kind === undefined) continue;
+      let k = kinds.get(kind);
+      if (!k) {
+        k = { total: [], remote: [], local: [], queue: [], send: [] };
+        kinds.set(kind, k);
+      }
+      k.total.push(r.totalTimeMs ?? 0);
+      k.remote.push(r.remoteTimeMs ?? 0);
+      k.local.push(r.localTimeMs ?? 0);
+      k.queue.push(r.requestQueueTimeMs ?? 0);
+      k.send.push(r.sendTimeMs ?? 0);
+    }
+  }
+  const q = (xs: number[], p: number) => {
+    if (xs.length === 0) return null;
+    const sorted = [...xs].sort((a, b) => a - b);
+    return round3(sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!);
+  };
+  return Object.fromEntries(
+    [...kinds].map(([kind, k]) => [
+      kind,
+      {
+        count: k.total.length,
+        per_second: Math.round((1000 * k.total.length) / seconds) / 1000,
+        total_p50_ms: q(k.total, 0.5),
+        total_p99_ms: q(k.total, 0.99),
+        remote_p50_ms: q(k.remote, 0.5),
+        remote_p99_ms: q(k.remote, 0.99),
+        local_p50_ms: q(k.local, 0.5),
+        queue_p50_ms: q(k.queue, 0.5),
+        send_p50_ms: q(k.send, 0.5),
+      } satisfies RequestTimes,
+    ]),
+  );
 }
 
 interface Stores {
@@ -448,11 +609,18 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
   const peak = sidecarPids.length > 0 ? Math.max(...sidecarPids.map(peakRssMb)) : null;
   const latency = {} as Record<keyof typeof RATES, ProducerPerfResult>;
   let steps: Record<string, StepStats> | null = null;
+  let requestLog: Record<string, RequestTimes> | null = null;
+  let countersMoved: Record<string, number> | null = null;
   for (const [name, rate] of Object.entries(RATES) as [keyof typeof RATES, number][]) {
     const names = Object.values(STEP_HISTOGRAMS);
     const before = wal && name === '1mbps' ? await histograms(c, names) : undefined;
-    latency[name] = await phase(name, () =>
-      producerPerf({
+    const logged = REQUEST_LOG && name === '1mbps';
+    const countersAtStart = name === '1mbps' ? await counters() : undefined;
+    const logFrom = new Map(BROKER_IDS.map((id) => [id, statSync(serverLog(c, id)).size]));
+    if (logged) await setRequestLogLevel(c, 'DEBUG');
+    const started = Date.now();
+    latency[name] = await phase(name, async () => {
+      const result = await producerPerf({
         bootstrap,
         topic: topics[name],
         records: rate * PHASE_SECONDS,
@@ -460,9 +628,18 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
         throughput: rate,
         props: PRODUCER_PROPS,
         timeoutMs: 600_000,
-      }),
-    );
+        printMetrics: logged,
+      });
+      if (logged) {
+        await setRequestLogLevel(c, 'WARN');
+        requestLog = requestTimes(c, logFrom, (Date.now() - started) / 1000);
+      }
+      return result;
+    });
     if (before) steps = stepStats(before, await histograms(c, names));
+    const countersAtEnd = countersAtStart ? await counters() : undefined;
+    if (countersAtStart && countersAtEnd)
+      countersMoved = countersSince(flatCounters(countersAtStart), flatCounters(countersAtEnd));
   }
   const windowEnd = Number(process.hrtime.bigint() / 1000n);
 
@@ -513,6 +690,9 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
     object_sizes: newObjects.map(([, size]) => size),
     fill_fallbacks: fillFallbacks,
     steps_1mbps: steps,
+    request_log_1mbps: requestLog,
+    producer_metrics_1mbps: latency['1mbps'].metrics ? producerTimings(latency['1mbps'].metrics) : null,
+    sidecar_counters_1mbps: countersMoved,
     settle_seconds: settleSeconds,
     window_us: [windowStart, windowEnd],
   };
@@ -533,14 +713,15 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
   const wal = arm === 'wal' || arm === 'wal-moto';
   const objects = total((r) => r.objects ?? 0);
   return {
-    mbps: median(rounds.map((r) => r.saturation.mbPerSec)),
+    mbps: round3(median(rounds.map((r) => r.saturation.mbPerSec))),
     p50_ms_1mbps: median(rounds.map((r) => r.latency['1mbps'].p50Ms)),
     p99_ms_1mbps: median(rounds.map((r) => r.latency['1mbps'].p99Ms)),
     p50_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p50Ms)),
     p99_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p99Ms)),
     sidecar_cpu_s_per_gb: arm === 'stock' ? null : round3(total((r) => r.sidecar_cpu_s ?? 0) / gb),
     peak_rss_mb: arm === 'stock' ? null : round3(Math.max(...rounds.map((r) => r.peak_rss_mb ?? 0))),
-    cross_zone_ratio: stock.length > 0 ? round3(crossPerGb(rounds) / crossPerGb(stock)) : null,
+    cross_zone_ratio:
+      stock.length > 0 ? Math.round((1e5 * crossPerGb(rounds)) / crossPerGb(stock)) / 1e5 : null,
     gets_per_object_per_follower:
       wal && objects > 0 ? round3(total((r) => r.object_gets ?? 0) / (objects * FOLLOWERS_PER_OBJECT)) : null,
     object_bytes_p50: wal ? median(rounds.flatMap((r) => r.object_sizes)) : null,
@@ -701,6 +882,27 @@ async function main(): Promise<void> {
     for (const [label, st] of Object.entries(s))
       console.log(
         `| ${label} | ${st.count} | ${show(st.mean_ms)} | ${show(st.p50_ms)} | ${show(st.p99_ms)} |`,
+      );
+  }
+  for (const r of results) {
+    if (r.request_log_1mbps === null) continue;
+    console.log(`\nBrokers' request log at 1 MB/s, ${r.arm} round ${r.round} (ms; remote = purgatory):`);
+    console.log(
+      '| request | per s | total p50 / p99 | remote p50 / p99 | local p50 | request queue p50 | send p50 |\n|---|---:|---:|---:|---:|---:|---:|',
+    );
+    for (const [kind, t] of Object.entries(r.request_log_1mbps))
+      console.log(
+        `| ${kind} | ${t.per_second} | ${t.total_p50_ms} / ${t.total_p99_ms} | ${t.remote_p50_ms} / ${t.remote_p99_ms} | ${t.local_p50_ms} | ${t.queue_p50_ms} | ${t.send_p50_ms} |`,
+      );
+  }
+  for (const r of results) {
+    if (r.producer_metrics_1mbps)
+      console.log(
+        `\nProducer's own timings at 1 MB/s, ${r.arm} round ${r.round}: ${JSON.stringify(r.producer_metrics_1mbps)}`,
+      );
+    if (r.sidecar_counters_1mbps && r.arm !== 'stock')
+      console.log(
+        `Sidecar counters moved at 1 MB/s, ${r.arm} round ${r.round}: ${JSON.stringify(r.sidecar_counters_1mbps)}`,
       );
   }
   for (const p of profiles) {
