@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-zone-local bench-charts lint format docs clean
+.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-replication bench-zone-local bench-charts lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -130,7 +130,7 @@ bench: build kafka system-deps versitygw
 	npx tsx e2e/bench/object-store.bench.ts
 	npx tsx e2e/bench/store-front.bench.ts
 	$(MAKE) --no-print-directory bench-pass-through
-	npx tsx e2e/bench/replication.bench.ts
+	$(MAKE) --no-print-directory bench-replication
 	$(MAKE) --no-print-directory bench-zone-local
 	$(MAKE) --no-print-directory bench-charts
 
@@ -149,6 +149,12 @@ bench-pass-through: build kafka
 # Express-like store latency; written to .runs/bench/zone-local.json (issue #15).
 bench-zone-local: build kafka system-deps versitygw
 	npx tsx e2e/bench/zone-local.bench.ts
+
+# stock / sidecar inline / WAL on versitygw with S3 Express-like latency / WAL on moto, interleaved
+# in one run on the three-zone network (root; ~15 min here), written to .runs/bench/replication.json
+# (issue #13). Bounded by BENCH_ROUNDS, BENCH_BYTES, BENCH_PHASE_SECONDS (docs/benchmarks.md).
+bench-replication: build kafka system-deps versitygw
+	npx tsx e2e/bench/replication.bench.ts
 
 lint: deps
 	npx biome check .

@@ -105,6 +105,8 @@ export interface ProducerPerfResult {
   p95Ms: number;
   p99Ms: number;
   p999Ms: number;
+  /** With `printMetrics`: the producer's metrics at the end, `group:name:{tags}` → value. */
+  metrics?: Record<string, number>;
 }
 
 /** Parses ProducerPerformance's summary line. */
@@ -141,6 +143,8 @@ export async function producerPerf(opts: {
   timeoutMs?: number;
   /** Run the tool inside this network namespace (e.g. a zone's client namespace). */
   netns?: string;
+  /** `--print-metrics`: the client's own timings (queue time, request latency per node...). */
+  printMetrics?: boolean;
 }): Promise<ProducerPerfResult> {
   const props = { 'bootstrap.servers': opts.bootstrap, acks: 'all', ...opts.props };
   const result = await runKafkaTool(
@@ -158,12 +162,24 @@ export async function producerPerf(opts: {
       // holding one (sasl.jaas.config does).
       '--producer.config',
       propertiesFile('producer', props),
+      ...(opts.printMetrics ? ['--print-metrics'] : []),
     ],
     { timeoutMs: opts.timeoutMs ?? 300_000, ...(opts.netns ? { netns: opts.netns } : {}) },
   );
   if (result.code !== 0)
     throw new Error(`ProducerPerformance exited ${result.code}:\n${result.stderr.slice(-3000)}`);
-  return parseProducerPerf(result.stdout);
+  const parsed = parseProducerPerf(result.stdout);
+  return opts.printMetrics ? { ...parsed, metrics: parseClientMetrics(result.stdout) } : parsed;
+}
+
+/** `--print-metrics` lines: `group:name:{tags}  : value`, tags kept in the key. */
+function parseClientMetrics(stdout: string): Record<string, number> {
+  const metrics: Record<string, number> = {};
+  for (const line of stdout.split('\n')) {
+    const m = /^([\w-]+:[\w-]+:\{[^}]*\})\s*:\s*(\S+)$/.exec(line.trim());
+    if (m && Number.isFinite(Number(m[2]))) metrics[m[1]!] = Number(m[2]);
+  }
+  return metrics;
 }
 
 /** Runs ConsumerPerformance and returns how many records it consumed. */

@@ -29,6 +29,11 @@ export interface MotoServer extends S3Server {
    * the SDK's S3 Express handling.
    */
   createBucket(name: string): Promise<void>;
+  /**
+   * Requests on objects (`/<bucket>/<key>`, not bucket listings) so far, by HTTP method, read from
+   * moto's access log: what benchmarks count GETs per object with.
+   */
+  objectRequests(): Readonly<Record<string, number>>;
   /** Kills the server and waits for it to exit. */
   stop(): Promise<void>;
 }
@@ -120,6 +125,7 @@ export async function startMoto(options: StartMotoOptions = {}): Promise<MotoSer
     process.off('exit', killOnExit);
     await terminate(child);
   };
+  const objectRequests = countObjectRequests(child);
   try {
     const endpoint = await announcedEndpoint(child, deadline);
     await waitUntilAnswering(endpoint, deadline);
@@ -127,11 +133,31 @@ export async function startMoto(options: StartMotoOptions = {}): Promise<MotoSer
       const status = await httpStatus(`${endpoint}/${name}`, 'PUT');
       if (status !== 200) throw new Error(`moto: creating bucket ${name} answered HTTP ${status}`);
     };
-    return { endpoint, pid: child.pid!, createBucket, stop };
+    return { endpoint, pid: child.pid!, createBucket, objectRequests: () => ({ ...objectRequests }), stop };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+/**
+ * Counts Werkzeug's access log lines (`... "GET /bucket/key HTTP/1.1" 206 -`, colored with ANSI
+ * escapes) for object paths, by method, as they come.
+ */
+function countObjectRequests(child: ChildProcess): Record<string, number> {
+  const counts: Record<string, number> = {};
+  let partial = '';
+  const onData = (chunk: Buffer) => {
+    const lines = (partial + chunk.toString('utf8')).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const match = /"(?:\x1b\[[\d;]*m)*([A-Z]+) \/[^/?\s"]+\/[^?\s"]+ HTTP\/[\d.]+/.exec(line);
+      if (match) counts[match[1]!] = (counts[match[1]!] ?? 0) + 1;
+    }
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  return counts;
 }
 
 /** Werkzeug prints `Running on http://<host>:<port>` once it listens; the output keeps flowing. */
