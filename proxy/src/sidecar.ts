@@ -1,5 +1,7 @@
 import { AdminServer } from './admin/admin-server.js';
 import { peerAddress, type SidecarConfig } from './config.js';
+import { objectEconomics } from './cost/economics.js';
+import { priceSidecar } from './cost/live.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
 import { FetchFillFilter } from './filters/fetch-fill.js';
 import { FetchStripFilter } from './filters/fetch-strip.js';
@@ -20,6 +22,7 @@ import { WalBatchIndex } from './wal/batch-index.js';
 import { WalWriter } from './wal/index.js';
 import { normalizeStoreUrl, PeerStoreReaders } from './wal/peer-store-readers.js';
 import { WalRangeReader } from './wal/range-reader.js';
+import { SealingPolicy } from './wal/sealing-policy.js';
 import { FilterChain } from './zone/filter-chain.js';
 import { ZoneRouting } from './zone/zone-routing.js';
 
@@ -42,6 +45,8 @@ export interface WalParts {
    */
   health: StoreHealth;
   writer: WalWriter;
+  /** When objects seal, and which budget groups go through the WAL at all (docs/cost.md). */
+  sealing: SealingPolicy;
   /** Produced batches the strip can find again; bounded by maxEntries and age. */
   index: WalBatchIndex;
   topicNames: TopicNames;
@@ -207,6 +212,8 @@ export class Sidecar {
                 reader: () => wal.reader.stats,
                 writer: () => wal.writer.stats,
                 metadata: () => ({ ...wal.publisher.stats, queued: wal.publisher.queued }),
+                sealing: () => wal.sealing.stats(Date.now()),
+                cost: () => this.priceOwnCounters(),
               },
             }
           : {}),
@@ -230,6 +237,35 @@ export class Sidecar {
     }
   }
 
+  /** This sidecar's replication since it started, priced from its own counters (walproxy.cost.*). */
+  priceOwnCounters() {
+    const wal = this.wal!;
+    const cost = this.config.wal!.cost;
+    let fromDownstream = 0;
+    let fromUpstream = 0;
+    for (const { counters } of this.listeners) {
+      fromDownstream += counters.bytesFromDownstream;
+      fromUpstream += counters.bytesFromUpstream;
+    }
+    const cpu = process.cpuUsage();
+    return priceSidecar(
+      {
+        bytesReferenced: wal.fetchStrip.stats.bytesReferenced,
+        inlineBytes: wal.fetchStrip.stats.inlineBytes,
+        uploadAttempts: wal.writer.stats.uploadAttempts,
+        bytesUploaded: wal.writer.stats.bytesUploaded,
+        gets: wal.reader.stats.gets,
+        bytesFetched: wal.reader.stats.bytesFetched,
+        bytesFromDownstream: fromDownstream,
+        bytesFromUpstream: fromUpstream,
+        cpuSeconds: (cpu.user + cpu.system) / 1e6,
+        uptimeSeconds: process.uptime(),
+      },
+      cost.prices,
+      { replicationFactor: cost.replicationFactor, zones: cost.zones },
+    );
+  }
+
   counters(): {
     brokerId: number;
     listeners: Record<string, ListenerCounters>;
@@ -250,6 +286,7 @@ export class Sidecar {
               fetchFill: this.wal.fetchFill.stats,
               reader: this.wal.reader.stats,
               writer: this.wal.writer.stats,
+              sealing: this.wal.sealing.stats(Date.now()),
               metadata: { ...this.wal.publisher.stats, queued: this.wal.publisher.queued },
             },
           }
@@ -313,12 +350,33 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     throw new SidecarConfigError('wal-store-url', (error as Error).message);
   }
   const health = new StoreHealth({ store: wal.storeUrl, probe: () => store.validate(), log });
+  const { cost } = wal;
+  const sealing = new SealingPolicy({
+    economics: objectEconomics(cost.prices, { replicationFactor: cost.replicationFactor, zones: cost.zones }),
+    maxObjectBytes: wal.defaults.targetBytes,
+    exitAfterMs: cost.exitAfterMs,
+    minDwellMs: cost.minDwellMs,
+    // Once per switch: hysteresis keeps them minutes apart.
+    onSwitch: (e) =>
+      log.info(
+        {
+          budgetMs: e.budgetMs,
+          from: e.from,
+          to: e.to,
+          savedFraction: Number(e.savedFraction.toFixed(3)),
+          bytesPerSec: Math.round(e.bytesPerSec),
+        },
+        e.to === 'inline'
+          ? 'WAL mode switch: this latency budget replicates inline (its objects would not pay)'
+          : 'WAL mode switch: this latency budget replicates through the WAL (its objects pay)',
+      ),
+  });
   const writer = new WalWriter({
     store,
     health,
+    policy: sealing,
     brokerId: config.brokerId,
     targetBytes: wal.defaults.targetBytes,
-    lingerMs: wal.defaults.lingerMs,
     maxUploadsInFlight: wal.maxUploadsInFlight,
     uploadDeadlineMs: wal.uploadDeadlineMs,
     maxPendingBytes: wal.maxPendingBytes,
@@ -355,7 +413,16 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
   });
   const policy = new TopicPolicy(wal.defaults, wal.rules);
   const index = new WalBatchIndex();
-  const produceFilter = new ProduceWalFilter({ writer, index, policy, topicNames, publisher, health, log });
+  const produceFilter = new ProduceWalFilter({
+    writer,
+    index,
+    policy,
+    topicNames,
+    publisher,
+    health,
+    sealing,
+    log,
+  });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
   const fetchStrip = new FetchStripFilter({
     policy,
@@ -373,6 +440,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     store,
     health,
     writer,
+    sealing,
     index,
     topicNames,
     publisher,

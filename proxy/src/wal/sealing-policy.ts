@@ -102,8 +102,14 @@ export interface OpenObject {
   bytes: number;
   /** When its first batch was appended: the oldest batch's budget runs from here. */
   openedAtMs: number;
-  /** It holds a batch whose topic needs the stored copy whatever it costs (durable ack). */
+  /** It holds a batch whose topic needs the stored copy whatever it costs (durable ack, mode=wal). */
   requiresStore: boolean;
+  /**
+   * An earlier deadline than the budget's, when a batch in it may wait less (a topic's
+   * deprecated `linger.ms`, a tentative batch confirmed late): the object seals or is abandoned
+   * then.
+   */
+  sealAtMs?: number | undefined;
 }
 
 export type SealDecision =
@@ -233,7 +239,7 @@ export class SealingPolicy {
    */
   sealDecision(budgetMs: number, open: OpenObject, nowMs: number): SealDecision {
     if (open.bytes >= this.maxObjectBytes) return { action: 'seal', reason: 'size' };
-    const sealAtMs = open.openedAtMs + this.lingerMs(budgetMs);
+    const sealAtMs = Math.min(open.openedAtMs + this.lingerMs(budgetMs), open.sealAtMs ?? Infinity);
     if (nowMs < sealAtMs) return { action: 'wait', sealAtMs };
     if (open.requiresStore || this.#economics.savingUsd(open.bytes) > 0) {
       return { action: 'seal', reason: 'deadline' };
