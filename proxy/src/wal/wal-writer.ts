@@ -489,17 +489,19 @@ export class WalWriter {
     open.requiresStore ||= requiresStore;
     if (open.builder.size >= open.targetBytes) {
       this.#seal(open, 'size');
-    } else if (this.#policy !== undefined && group !== NO_BUDGET) {
-      open.sealAtMs = Math.min(open.sealAtMs, since + lingerMs);
-      this.#decide(open, now);
     } else if (since + lingerMs < open.sealAtMs) {
+      // Even when the deadline has passed (a batch confirmed late), the seal waits for the next
+      // timer turn: the other batches confirmed by the same answer or fetch join this object.
       open.sealAtMs = since + lingerMs;
       this.#armLinger(open, now);
     }
     return durable;
   }
 
-  /** What the policy says to do with a budget group's open object now: wait (a timer), seal or abandon. */
+  /**
+   * At its deadline, with a policy, what to do with a budget group's open object: seal it, or
+   * abandon it when it would cost more than it saves (or wait again, should the timer be early).
+   */
   #decide(open: OpenObject, now: number): void {
     const decision = this.#policy!.sealDecision(
       open.group,
@@ -512,13 +514,8 @@ export class WalWriter {
       now,
     );
     if (decision.action === 'wait') {
-      clearTimeout(open.timer);
-      open.timer = setTimeout(
-        () => {
-          if (this.#open.get(open.group) === open) this.#decide(open, Math.floor(this.#now()));
-        },
-        Math.max(0, decision.sealAtMs - now),
-      );
+      open.sealAtMs = decision.sealAtMs;
+      this.#armLinger(open, now);
     } else if (decision.action === 'seal') {
       this.#seal(open, decision.reason === 'size' ? 'size' : 'linger');
     } else {
@@ -592,7 +589,10 @@ export class WalWriter {
     clearTimeout(open.timer);
     open.timer = setTimeout(
       () => {
-        if (this.#open.get(open.group) === open) this.#seal(open, 'linger');
+        if (this.#open.get(open.group) !== open) return;
+        if (this.#policy !== undefined && open.group !== NO_BUDGET)
+          this.#decide(open, Math.floor(this.#now()));
+        else this.#seal(open, 'linger');
       },
       Math.max(0, open.sealAtMs - now),
     );

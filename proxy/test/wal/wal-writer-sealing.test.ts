@@ -161,20 +161,41 @@ describe('WalWriter with a sealing policy', () => {
     expect(writer.stats.sealedByLinger).toBe(1);
   });
 
-  it('seals or abandons at once a tentative batch confirmed after its deadline', async () => {
+  it('seals or abandons, at the next timer turn, a tentative batch confirmed after its deadline', async () => {
     const { append, writer } = setup();
     // Given a small tentative batch whose broker answer comes 40 ms later (budget 50: linger 30)
     const small = append('t', 1_000, { budgetMs: 50, tentative: true });
     await vi.advanceTimersByTimeAsync(40);
-    // When it is confirmed, then its object is abandoned at once (below break-even, past the deadline)
+    // When it is confirmed, then its object is abandoned (below break-even, past the deadline)
     small.confirm();
+    await vi.advanceTimersByTimeAsync(0);
     expect(await kindOf(small)).toBe('BELOW_BREAK_EVEN');
-    // And a large one confirmed late is sealed at once
+    // And a large one confirmed late is sealed
     const large = append('t', 12_000, { budgetMs: 50, tentative: true });
     await vi.advanceTimersByTimeAsync(40);
     large.confirm();
+    await vi.advanceTimersByTimeAsync(0);
     expect(writer.stats.sealedByLinger).toBe(1);
     expect(await kindOf(large)).toBe('stored');
+  });
+
+  it('puts batches confirmed together after their deadline into one object, not one object each', async () => {
+    // Given two 6,000-byte tentative batches (each below the 10,000-byte break-even, together above)
+    // whose confirmation comes after their deadline, as acks=all's does when a follower fetch
+    // that waited for the previous object confirms them both
+    const { append, objects, writer } = setup();
+    const tickets = [
+      append('t', 6_000, { budgetMs: 50, tentative: true }),
+      append('t', 6_000, { budgetMs: 50, tentative: true }),
+    ];
+    await vi.advanceTimersByTimeAsync(40);
+    // When both are confirmed by the same fetch
+    for (const ticket of tickets) ticket.confirm();
+    await vi.advanceTimersByTimeAsync(0);
+    // Then one object holds both, and it is uploaded
+    expect(await Promise.all(tickets.map(kindOf))).toEqual(['stored', 'stored']);
+    expect(objects()).toEqual([['t:6000', 't:6000']]);
+    expect(writer.stats.objectsAbandoned).toBe(0);
   });
 
   it('flush uploads every open object, whatever its size', async () => {
