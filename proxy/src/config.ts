@@ -52,6 +52,8 @@ export interface CostPolicyConfig {
   exitAfterMs: number;
   /** Least time between two switches of a group. */
   minDwellMs: number;
+  /** Time constant of a group's rate and saving estimates; also the wait before its first switch. */
+  rateWindowMs: number;
 }
 
 /** The validated configuration of `walproxy sidecar`. */
@@ -104,6 +106,7 @@ export const SIDECAR_DEFAULTS = {
   'cost-zones': 3,
   'wal-mode-exit-after-ms': SEALING_DEFAULTS.exitAfterMs,
   'wal-mode-min-dwell-ms': SEALING_DEFAULTS.minDwellMs,
+  'wal-mode-rate-window-ms': SEALING_DEFAULTS.rateWindowMs,
   // Off: a store outage must never fail or slow a produce (issue #12); a topic opts in with
   // --topic-config <topic>:durable.ack=true and pays for it (docs/configuration.md).
   'wal-durable-ack': 'false',
@@ -427,15 +430,17 @@ function parseCostPolicy(raw: RawSidecarOptions, errors: Errors): CostPolicyConf
   const zones = integer(raw, 'cost-zones', errors, 1, 32);
   const exitAfterMs = integer(raw, 'wal-mode-exit-after-ms', errors, 0, 3_600_000);
   const minDwellMs = integer(raw, 'wal-mode-min-dwell-ms', errors, 0, 3_600_000);
+  const rateWindowMs = integer(raw, 'wal-mode-rate-window-ms', errors, 100, 3_600_000);
   if (
     prices === undefined ||
     replicationFactor === undefined ||
     zones === undefined ||
     exitAfterMs === undefined ||
-    minDwellMs === undefined
+    minDwellMs === undefined ||
+    rateWindowMs === undefined
   )
     return undefined;
-  return { prices, replicationFactor, zones, exitAfterMs, minDwellMs };
+  return { prices, replicationFactor, zones, exitAfterMs, minDwellMs, rateWindowMs };
 }
 
 /** The replication ingress of broker `id`: an explicit --peer-address, else the template. */

@@ -356,6 +356,7 @@ function createWalParts(config: SidecarConfig, log: Logger, metadataMaterial?: T
     maxObjectBytes: wal.defaults.targetBytes,
     exitAfterMs: cost.exitAfterMs,
     minDwellMs: cost.minDwellMs,
+    rateWindowMs: cost.rateWindowMs,
     // Once per switch: hysteresis keeps them minutes apart.
     onSwitch: (e) =>
       log.info(

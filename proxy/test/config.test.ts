@@ -60,6 +60,7 @@ describe('parseSidecarConfig', () => {
       zones: 3,
       exitAfterMs: 60_000,
       minDwellMs: 30_000,
+      rateWindowMs: 10_000,
       prices: { storeClass: 'S3 Express One Zone' },
     });
     const asked = parseSidecarConfig({

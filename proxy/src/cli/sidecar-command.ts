@@ -156,6 +156,13 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'mode=auto: least time between two switches of a budget group (WAL, inline)',
       default: SIDECAR_DEFAULTS['wal-mode-min-dwell-ms'],
     })
+    .option('wal-mode-rate-window-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "mode=auto: time constant of a budget group's rate and saving estimates, and the wait before its first switch",
+      default: SIDECAR_DEFAULTS['wal-mode-rate-window-ms'],
+    })
     .option('cost-prices', {
       type: 'string',
       describe:
