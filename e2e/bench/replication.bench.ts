@@ -199,6 +199,8 @@ async function main(): Promise<void> {
           `--s3-endpoint=${endpoint}`,
           '--s3-force-path-style=true',
           '--wal-topic=wal-*',
+          // Through the WAL whatever its objects cost: the arms measure the WAL at fixed lingers.
+          '--topic-config=wal-*:mode=wal',
           ...[5, 10, 20].map((ms) => `--topic-config=wal-linger${ms}-*:linger.ms=${ms}`),
         ],
       });

@@ -69,6 +69,8 @@ beforeAll(async () => {
       `--s3-endpoint=${moto.endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
+      '--topic-config=wal-*:mode=wal',
       '--s3-sse=aws:kms',
       `--s3-sse-kms-key-id=${KMS_KEY}`,
       ...secureSidecarArgs(

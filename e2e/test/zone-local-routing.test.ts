@@ -77,6 +77,8 @@ beforeAll(async () => {
       `--s3-endpoint=${endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
+      '--topic-config=wal-*:mode=wal',
       ...zoneFlags(network, id),
     ],
   });
