@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps apt-install helm versitygw test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through lint format docs clean
+.PHONY: help deps build kafka system-deps apt-install helm versitygw test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-cost lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -109,11 +109,18 @@ bench: build kafka system-deps versitygw
 	npx tsx e2e/bench/store-front.bench.ts
 	$(MAKE) --no-print-directory bench-pass-through
 	npx tsx e2e/bench/replication.bench.ts
+	$(MAKE) --no-print-directory bench-cost
 
 # walproxy without the WAL against a bare Node socket.pipe() relay on the same ports, one run:
 # CPU-seconds per GiB each way, written to .runs/bench/pass-through.json (issue #13).
 bench-pass-through: build kafka
 	npx tsx e2e/bench/pass-through.bench.ts
+
+# Cost-aware replication (issue #14): 0.1, 1, 10 and 30 MB/s per broker on the three-zone network,
+# stock vs the sealing policy at 25 and 50 ms budgets, priced from the sidecars' counters and the
+# kernel's byte counts; written to .runs/bench/cost.json. Root (network namespaces).
+bench-cost: build kafka system-deps versitygw
+	npx tsx e2e/bench/cost.bench.ts
 
 lint: deps
 	npx biome check .
