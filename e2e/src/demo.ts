@@ -1,9 +1,10 @@
 /**
  * `make demo`: a local KRaft cluster (controller + brokers in racks zone-a/b/c) with a walproxy
  * sidecar in front of every broker and a real S3 API server (moto) as the WAL store. The same
- * workload goes into two topics: one replicated the stock way (mode=inline) and one replicated
- * through the WAL (followers get references and read the bytes from the store). The report shows
- * what crossed between zones for each.
+ * workload goes into two topics: one outside the WAL (stock replication, through the same
+ * sidecars) and one in the WAL with the sealing policy's defaults (mode=auto: followers get
+ * references while the objects pay for themselves). The report shows what crossed between zones
+ * for each, and what each cost, priced from the sidecars' own counters.
  *
  * As root (with iproute2 and nft), each broker pod runs in its own network namespace in one of
  * three simulated zones (e2e/src/net/zone-network.ts) and the kernel counts every byte routed from
@@ -11,11 +12,12 @@
  * replication hop stand in for it.
  */
 
-import { computeCost, DEFAULT_PRICES } from '@walproxy/proxy';
+import { DEFAULT_PRICES, type MeasuredCost } from '@walproxy/proxy';
 import { consumerPerf, producerPerf } from './clients/java-tools.js';
 import { createTopic, underReplicated } from './clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from './cluster/kafka-cluster.js';
 import { walSidecarArgs, walSidecarEnv } from './cluster/wal-settings.js';
+import { type Counted, costSnapshot, countedBetween, priceArms } from './cost/measure.js';
 import { crossZoneBytes, type Zone, ZoneNetwork, zoneNetworkAvailable } from './net/zone-network.js';
 import { startMoto } from './s3/moto.js';
 import { compareReplicas } from './wal/inspect.js';
@@ -25,6 +27,27 @@ const RECORD_SIZE = 512;
 const PARTITIONS = 6;
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+/**
+ * What the run cost, priced from the sidecars' own counters (issue #14; docs/cost.md, "What a
+ * saving is"): each arm's PUTs, GETs, bytes and the sidecars' process CPU from their /metrics,
+ * and what crossed between zones (the kernel's count, or the sidecars' estimate on loopback).
+ * walproxy's replication — its store requests and bytes, its cross-zone bytes, its sidecars' CPU
+ * beyond what they spent relaying the stock arm — against the stock arm's cross-zone transfer.
+ */
+function priceMeasuredRun(stock: Counted, wal: Counted): { cost: MeasuredCost; lines: string[] } {
+  const cost = priceArms(stock, wal, { prices: DEFAULT_PRICES, layout: { replicationFactor: 3, zones: 3 } });
+  const usd = (n: number) => `$${n.toFixed(5)}`;
+  const month = (n: number) => `$${((n * 30 * 24 * 3600) / wal.durationSec).toFixed(2)}`;
+  const lines = [
+    `  stock replication, cross-zone: ${usd(cost.stockUsd)} (${month(cost.stockUsd)} a month at this rate)`,
+    ...cost.walproxy.map((l) => `    ${l.item}: ${usd(l.usd)}`),
+    `  walproxy's replication: ${usd(cost.walproxyUsd)} (${month(cost.walproxyUsd)} a month)`,
+    `    relaying, as any proxy in front of the broker (the stock arm's ${stock.sidecarCpuSeconds?.toFixed(1)} CPU-s; not in the saving): ${usd(cost.proxyUsd)}`,
+    `  saved: ${usd(cost.savedUsd)} = ${(100 * cost.savedFraction).toFixed(1)} % of stock (${month(cost.savedUsd)} a month); net of relaying ${usd(cost.netSavedUsd)}`,
+  ];
+  return { cost, lines };
+}
 
 /** Bytes that crossed the replication hop: follower fetches in, and the answers as sent out. */
 async function replicationHopBytes(cluster: KafkaCluster): Promise<number> {
@@ -59,7 +82,8 @@ async function main(): Promise<void> {
     cluster = await KafkaCluster.start({
       ...(zones ? { zones } : {}),
       sidecars: true,
-      sidecarArgs: () => walSidecarArgs(s3),
+      // The demo's WAL topic under the sealing policy, as a deployment runs by default.
+      sidecarArgs: () => walSidecarArgs(s3, ['--topic-config=wal-demo:mode=auto']),
       sidecarEnv: walSidecarEnv(),
     });
     const bootstrap = cluster.bootstrap();
@@ -82,13 +106,16 @@ async function main(): Promise<void> {
       hop: number;
       mbPerSec: number;
       p99: number;
+      counted: Counted;
     }> = [];
+    const adminUrls = BROKER_IDS.map((id) => cluster!.adminUrl(id));
     for (const [label, topic] of [
-      ['stock replication (inline)', 'wal-inline-demo'],
+      ['stock replication (no WAL)', 'demo-stock'],
       ['replication through the WAL', 'wal-demo'],
     ] as const) {
       await createTopic(bootstrap, topic, { partitions: PARTITIONS, replicationFactor: 3 });
       const before = await crossZone(cluster);
+      const countersBefore = await costSnapshot(adminUrls, zones);
       console.log(
         `\n${label}: producing ${RECORDS} records of ${RECORD_SIZE} B into ${topic} (acks=all, RF=3)…`,
       );
@@ -102,6 +129,7 @@ async function main(): Promise<void> {
       const differences = await compareReplicas(cluster.workDirDataDirs(), topic, PARTITIONS);
       const consumed = await consumerPerf({ bootstrap, topic, records: RECORDS });
       const hop = (await crossZone(cluster)) - before;
+      const counted = countedBetween(countersBefore, await costSnapshot(adminUrls, zones));
       console.log(
         `  ${run.records} records at ${run.mbPerSec.toFixed(1)} MB/s (p99 ${run.p99Ms} ms); consumed ${consumed.records}; replicas ${differences.length === 0 ? 'byte-identical' : `DIFFER: ${differences.join('; ')}`}`,
       );
@@ -112,6 +140,7 @@ async function main(): Promise<void> {
         hop,
         mbPerSec: run.mbPerSec,
         p99: run.p99Ms,
+        counted,
       });
     }
 
@@ -137,30 +166,14 @@ async function main(): Promise<void> {
     console.log(
       `  WAL objects written: ${objects}, ${mb(objectBytes)} (mean ${objects ? (objectBytes / objects / 1000).toFixed(0) : 0} KB)`,
     );
-    // What a month at this run's rate would cost, with `walproxy cost`'s model and price table,
-    // and the cross-zone residue this run measured.
-    const cost = computeCost(
-      {
-        throughputBytesPerSec: wal.mbPerSec * 1e6,
-        replicationFactor: 3,
-        zones: 3,
-        lingerMs: 10,
-        objectBytes: 400_000,
-        brokers: BROKER_IDS.length,
-        retentionSec: 3_600,
-        residualFraction: wal.hop / stock.hop,
-      },
-      DEFAULT_PRICES,
-    );
+    const priced = priceMeasuredRun(stock.counted, wal.counted);
     console.log(
-      `\nat this run's rate (${wal.mbPerSec.toFixed(1)} MB/s) for a month (\`walproxy cost\`): stock replication $${cost.stockUsd.toFixed(2)}, walproxy $${cost.walproxyUsd.toFixed(2)}, saved $${cost.savedUsd.toFixed(2)}`,
+      `\nwhat it cost, priced from the sidecars' counters (${wal.counted.puts} PUTs, ${wal.counted.gets} GETs, ${wal.counted.sidecarCpuSeconds?.toFixed(1)} sidecar CPU-s in the WAL arm) and ${zones ? "the kernel's" : 'estimated'} cross-zone bytes (${DEFAULT_PRICES.region} prices):`,
     );
-    if (cost.breakEvenBytesPerSec !== undefined) {
-      console.log(
-        `  break-even at these settings (10 ms linger, 400 KB objects, 3 brokers): ${(cost.breakEvenBytesPerSec / 1e6).toFixed(1)} MB/s; below it the PUTs of small objects cost more than the transfer they save (a longer --wal-linger-ms lowers it)`,
-      );
-    }
-    console.log('  run `walproxy cost --throughput-mbps <your rate>` for your own figures (docs/cost.md)');
+    for (const l of priced.lines) console.log(l);
+    console.log(
+      '  a new latency-budget group replicates inline until its rate shows its objects would pay (10 s); run `walproxy cost --from-metrics <sidecar>/metrics` on your own cluster (docs/cost.md)',
+    );
   } catch (error) {
     failed = true;
     throw error;
