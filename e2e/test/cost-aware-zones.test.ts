@@ -13,8 +13,8 @@ import { compareReplicas } from '../src/wal/inspect.js';
 /**
  * Cost-aware replication (issue #14) on the three-zone network: one cluster whose broker pods sit
  * in three simulated zones (the kernel counts every byte between them), a store front with S3
- * Express One Zone-like latency in front of versitygw, and the sealing policy at its defaults
- * (mode=auto, latency budget 50 ms) but for its timers (below). At each rate the same workload
+ * Express One Zone-like latency in front of versitygw, and the sealing policy (mode=auto) with a
+ * 75 ms latency budget (linger 55 ms) and lowered timers (below). At each rate the same workload
  * runs twice, one after the other: into a topic outside the WAL (stock replication through the
  * same sidecars) and into a mode=auto WAL topic. Each arm is priced from the sidecars' own
  * counters (/metrics: PUTs, GETs, bytes, process CPU) and the kernel's cross-zone bytes, with
@@ -23,17 +23,22 @@ import { compareReplicas } from '../src/wal/inspect.js';
  *   walproxy = its store requests, bytes and storage + its own arm's cross-zone bytes + its
  *              sidecars' CPU beyond what they spent relaying the stock arm.
  * The rates are totals over the cluster (6 partitions, 2 led by each broker): per leader a third.
- * 10 MB/s rather than 20: through three sidecars this 2-core machine carries ~15 MB/s even
- * without the WAL (docs/benchmarks.md), so 20 would measure saturation, not the policy.
+ * Each is clearly on one side of the policy's thresholds at this budget (objects ≈ rate per
+ * leader × 55 ms; the WAL from 1.5 × break-even ≈ 53 KB): 0.5 MB/s → 9 KB and 2 MB/s → 37 KB
+ * stay inline, 5 MB/s → 92 KB goes through the WAL. 5 MB/s rather than 20: with the WAL this
+ * 2-core machine saturated at 7.6 MB/s (a 10 MB/s run reached 7.57 with 3 s of producer
+ * queueing), and a rate it cannot carry measures the queue, not the budget. The producer's
+ * batch.size is Kafka's default 16 KB (64 KB batches would make objects of one batch).
  * Latency: ProducerPerformance's p50 and p99 (acks=all, per record) of the WAL arm minus the
- * stock arm's at the same rate.
+ * stock arm's at the same rate; the p50 is held to the budget, the p99 printed (on this shared
+ * machine the stock arm's own p99 ranged from 20 to 393 ms between runs at one rate).
  *
  * Timers lowered for the run (flags): the rate window to 2 s (the first switch 2 s after the
  * group's first batch instead of 10), the exit delay and the dwell to 5 s (instead of 60 and 30),
- * so that the last phase, back at the lowest rate, shows the switch back to inline within 20 s.
+ * so that the last phase, back at the lowest rate, shows the switch back to inline.
  */
 
-const BUDGET_MS = 50;
+const BUDGET_MS = 75;
 /**
  * Total over the cluster, MB/s, and seconds an arm; the last phase goes back to the first rate.
  * The lowest rate runs longer: the sidecars' CPU-seconds vary by about a second between two runs
@@ -42,9 +47,16 @@ const BUDGET_MS = 50;
 const PHASES = [
   { mbps: 0.5, seconds: 30 },
   { mbps: 2, seconds: 20 },
-  { mbps: 10, seconds: 20 },
+  { mbps: 5, seconds: 20 },
   { mbps: 0.5, seconds: 30 },
 ] as const;
+/** `mbps:seconds,…` to run other phases (diagnosis); the assertions expect the four above. */
+const PLAN = process.env.COST_E2E_PHASES
+  ? process.env.COST_E2E_PHASES.split(',').map((p) => {
+      const [mbps, seconds] = p.split(':').map(Number) as [number, number];
+      return { mbps, seconds };
+    })
+  : PHASES;
 const RECORD_SIZE = 1_000;
 const PARTITIONS = 6;
 const WAL_TOPIC = 'cost-auto';
@@ -122,6 +134,30 @@ interface Phase {
   notCopiedInline: number;
 }
 
+/** The WAL counters of every sidecar (/counters), flattened to `writer.sealedByLinger`-like keys and summed. */
+async function walCounters(c: KafkaCluster): Promise<Record<string, number>> {
+  const sum: Record<string, number> = {};
+  const add = (prefix: string, value: unknown) => {
+    if (typeof value === 'number') sum[prefix] = (sum[prefix] ?? 0) + value;
+    else if (typeof value === 'object' && value !== null)
+      for (const [k, v] of Object.entries(value)) add(prefix ? `${prefix}.${k}` : k, v);
+  };
+  for (const id of BROKER_IDS) {
+    const wal = (await c.sidecarCounters(id)).wal;
+    add('', { writer: wal?.writer, produce: wal?.produce, strip: wal?.fetchStrip });
+  }
+  return sum;
+}
+
+/** What changed between two walCounters readings, the non-zero keys only. */
+function changed(before: Record<string, number>, after: Record<string, number>): string {
+  return Object.entries(after)
+    .map(([k, v]) => [k, v - (before[k] ?? 0)] as const)
+    .filter(([k, d]) => d !== 0 && !/Bytes$|bytes|Ms/.test(k))
+    .map(([k, d]) => `${k} ${d}`)
+    .join(', ');
+}
+
 /** Mode switches and inline-mode bytes summed over the sidecars' /metrics. */
 async function policyCounters(c: KafkaCluster): Promise<{ toWal: number; toInline: number; inline: number }> {
   let toWal = 0;
@@ -159,7 +195,7 @@ describe('cost-aware replication across three zones', () => {
     const phases: Phase[] = [];
     let produced = 0;
     try {
-      for (const { mbps, seconds } of PHASES) {
+      for (const { mbps, seconds } of PLAN) {
         const arms: Partial<Record<'stock' | 'walproxy', Arm>> = {};
         const objectsBefore = await objectSizes(stores);
         const policyBefore = await policyCounters(c);
@@ -169,13 +205,14 @@ describe('cost-aware replication across three zones', () => {
         ] as const) {
           const records = Math.round((mbps * 1e6 * seconds) / RECORD_SIZE);
           const before = await costSnapshot(adminUrls, zones);
+          const walBefore = await walCounters(c);
           const perf = await producerPerf({
             bootstrap,
             topic,
             records,
             recordSize: RECORD_SIZE,
             throughput: (mbps * 1e6) / RECORD_SIZE,
-            props: { 'linger.ms': 5, 'batch.size': 65_536 },
+            props: { 'linger.ms': 5, 'batch.size': 16_384 },
             timeoutMs: 6 * seconds * 1000,
           });
           expect(perf.records).toBe(records);
@@ -183,6 +220,7 @@ describe('cost-aware replication across three zones', () => {
           // acks=all: every record is on every follower; what the fetchers send after is idle polling.
           await new Promise((r) => setTimeout(r, 1_000));
           arms[arm] = { counted: countedBetween(before, await costSnapshot(adminUrls, zones)), perf };
+          if (arm === 'walproxy') console.log(`  WAL counters, walproxy arm: ${changed(walBefore, await walCounters(c))}`);
         }
         const objectsAfter = await objectSizes(stores);
         const policyAfter = await policyCounters(c);
@@ -224,12 +262,13 @@ describe('cost-aware replication across three zones', () => {
       // And the acks=all latency it adds stays within the budget
       expect(phase.walproxy.perf.p50Ms - phase.stock.perf.p50Ms).toBeLessThanOrEqual(BUDGET_MS);
     }
-    const [low, mid, high, back] = phases as [Phase, Phase, Phase, Phase];
+    const [low, , high, back] = phases as [Phase, Phase, Phase, Phase];
     // And the lowest rate never reached the store: its objects would not pay
     expect(low.walproxy.counted.puts).toBe(0);
-    // And at 10 MB/s the group went through the WAL and saved most of the stock cost
-    expect(high.switches.toWal + mid.switches.toWal).toBeGreaterThanOrEqual(1);
-    expect(priceArms(high.stock.counted, high.walproxy.counted).savedFraction).toBeGreaterThan(0.5);
+    // And at 5 MB/s the groups went through the WAL and saved a good part of the stock cost
+    // (92 KB objects save ~50 % at these prices: docs/cost.md)
+    expect(high.switches.toWal).toBeGreaterThanOrEqual(1);
+    expect(priceArms(high.stock.counted, high.walproxy.counted).savedFraction).toBeGreaterThan(0.4);
     // And back at the lowest rate the groups left the WAL again
     expect(back.switches.toInline).toBeGreaterThanOrEqual(1);
 
