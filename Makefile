@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-replication bench-zone-local bench-charts lint format docs clean
+.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-replication bench-zone-local bench-cost bench-charts lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -132,6 +132,7 @@ bench: build kafka system-deps versitygw
 	$(MAKE) --no-print-directory bench-pass-through
 	$(MAKE) --no-print-directory bench-replication
 	$(MAKE) --no-print-directory bench-zone-local
+	$(MAKE) --no-print-directory bench-cost
 	$(MAKE) --no-print-directory bench-charts
 
 # SVG charts from the JSON results the benchmarks wrote under .runs/bench/ (those that exist),
@@ -155,6 +156,12 @@ bench-zone-local: build kafka system-deps versitygw
 # (issue #13). Bounded by BENCH_ROUNDS, BENCH_BYTES, BENCH_PHASE_SECONDS (docs/benchmarks.md).
 bench-replication: build kafka system-deps versitygw
 	npx tsx e2e/bench/replication.bench.ts
+
+# Cost-aware replication (issue #14): 0.1, 1, 10 and 30 MB/s per broker on the three-zone network,
+# stock vs the sealing policy at 25 and 50 ms budgets, priced from the sidecars' counters and the
+# kernel's byte counts; written to .runs/bench/cost.json. Root (network namespaces).
+bench-cost: build kafka system-deps versitygw
+	npx tsx e2e/bench/cost.bench.ts
 
 lint: deps
 	npx biome check .

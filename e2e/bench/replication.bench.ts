@@ -489,6 +489,9 @@ class Bench {
         `--s3-endpoint=${this.store === 'moto' ? this.stores.moto.endpoint : this.stores.front.endpoint}`,
         '--s3-force-path-style=true',
         '--wal-topic=wal-*',
+        // Through the WAL whatever its objects cost: the arms measure the WAL at a fixed linger
+        // (a cap on the default budget's), not the sealing policy's choice (make bench-cost does).
+        '--topic-config=wal-*:mode=wal',
         `--wal-linger-ms=${WAL_LINGER_MS}`,
         // A stopped sidecar exits soon (and writes its CPU profile) instead of draining for 10 s.
         '--drain-timeout-ms=2000',

@@ -228,6 +228,10 @@ async function main(): Promise<void> {
           '--s3-force-path-style=true',
           '--wal-topic=wal-*',
           '--wal-topic=zl-*',
+          // Replication through the WAL in both WAL arms, whatever its objects cost: the arms
+          // compare zone-local produce with replication only, not the sealing policy's choice.
+          '--topic-config=wal-*:mode=wal',
+          '--topic-config=zl-*:mode=wal',
           '--topic-config=zl-*:zone.local=true',
           ...zoneFlags(zones, id),
         ],

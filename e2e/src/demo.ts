@@ -1,10 +1,11 @@
 /**
  * `make demo`: a local KRaft cluster (controller + brokers in racks zone-a/b/c) with a walproxy
  * sidecar in front of every broker and a real S3 API server (moto) as the WAL store. The same
- * workload goes into two topics: one replicated the stock way (mode=inline) and one replicated
- * through the WAL (followers get references and read the bytes from the store). The report shows
- * what crossed between zones for each, zone pair by zone pair, what still went inline and why, and
- * what a month at the run's rate would cost.
+ * workload goes into two topics: one outside the WAL (stock replication, through the same
+ * sidecars) and one in the WAL with the sealing policy's defaults (mode=auto: followers get
+ * references while the objects pay for themselves). The report shows what crossed between zones
+ * for each, zone pair by zone pair, what still went inline and why, and what each cost, priced
+ * from the sidecars' own counters.
  *
  * As root (with iproute2 and nft: `make demo` installs them), each broker pod runs in its own
  * network namespace in one of three simulated zones (e2e/src/net/zone-network.ts) and the kernel
@@ -13,11 +14,12 @@
  */
 
 import { execFileSync } from 'node:child_process';
-import { computeCost, DEFAULT_PRICES, WAL_WRITER_DEFAULTS } from '@walproxy/proxy';
+import { DEFAULT_PRICES, type MeasuredCost, SEALING_DEFAULTS } from '@walproxy/proxy';
 import { consumerPerf, producerPerf } from './clients/java-tools.js';
-import { createTopic, underReplicated } from './clients/kafkajs.js';
+import { createTopic, kafkaClient, underReplicated } from './clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from './cluster/kafka-cluster.js';
 import { walSidecarArgs, walSidecarEnv } from './cluster/wal-settings.js';
+import { type Counted, costSnapshot, countedBetween, priceArms } from './cost/measure.js';
 import {
   crossZoneBytes,
   storeBytes,
@@ -93,6 +95,9 @@ async function inlineCounts(cluster: KafkaCluster): Promise<InlineCounts> {
     add(counts.followerFallbacks, c.wal?.fetchFill?.fallbacks);
     const p = c.wal?.produce;
     add(counts.produceNotCopied, {
+      inlineMode: p?.batchesNotCopiedInlineMode,
+      belowBreakEven: c.wal?.writer.batchesAbandoned,
+      storeDegraded: p?.batchesNotCopiedStoreDegraded,
       unknownTopicIds: p?.unknownTopicIds,
       unsupportedVersions: p?.unsupportedVersions,
       batchesNotCopied: p?.batchesNotCopied,
@@ -138,29 +143,48 @@ interface ArmResult {
   crossZone: number;
   traffic?: ZoneTraffic;
   inline: InlineCounts;
+  /** The sidecars' /metrics and the kernel's counters over the arm, for priceMeasuredRun. */
+  counted: Counted;
 }
 
 /**
- * What a month at the WAL arm's rate costs, stock vs walproxy: today `walproxy cost`'s model
- * priced with the run's measured object size and cross-zone residue. Issue #14 (cost-aware
- * replication) prices a run's measured counters (PUTs, GETs, bytes, sidecar CPU); that replaces
- * this one function.
+ * What the run cost, priced from the sidecars' own counters (issue #14; docs/cost.md, "What a
+ * saving is"): each arm's PUTs, GETs, bytes and the sidecars' process CPU from their /metrics,
+ * and what crossed between zones (the kernel's count, or the sidecars' estimate on loopback).
+ * walproxy's replication — its store requests and bytes, its cross-zone bytes, its sidecars' CPU
+ * beyond what they spent relaying the stock arm — against the stock arm's cross-zone transfer.
  */
-function priceRun(wal: ArmResult, stock: ArmResult) {
-  const meanObjectBytes = wal.inline.objects > 0 ? wal.inline.objectBytes / wal.inline.objects : 0;
-  return computeCost(
-    {
-      throughputBytesPerSec: wal.mbPerSec * 1e6,
-      replicationFactor: 3,
-      zones: 3,
-      lingerMs: WAL_WRITER_DEFAULTS.lingerMs,
-      objectBytes: Math.max(1, meanObjectBytes),
-      brokers: BROKER_IDS.length,
-      retentionSec: 3_600,
-      residualFraction: stock.crossZone > 0 ? wal.crossZone / stock.crossZone : 0,
-    },
-    DEFAULT_PRICES,
-  );
+function priceMeasuredRun(stock: Counted, wal: Counted): { cost: MeasuredCost; lines: string[] } {
+  const cost = priceArms(stock, wal, { prices: DEFAULT_PRICES, layout: { replicationFactor: 3, zones: 3 } });
+  const usd = (n: number) => `$${n.toFixed(5)}`;
+  const month = (n: number) => `$${((n * 30 * 24 * 3600) / wal.durationSec).toFixed(2)}`;
+  const lines = [
+    `  stock replication, cross-zone: ${usd(cost.stockUsd)} (${month(cost.stockUsd)} a month at this rate)`,
+    ...cost.walproxy.map((l) => `    ${l.item}: ${usd(l.usd)}`),
+    `  walproxy's replication: ${usd(cost.walproxyUsd)} (${month(cost.walproxyUsd)} a month)`,
+    `    relaying, as any proxy in front of the broker (the stock arm's ${stock.sidecarCpuSeconds?.toFixed(1)} CPU-s; not in the saving): ${usd(cost.proxyUsd)}`,
+    `  saved: ${usd(cost.savedUsd)} = ${(100 * cost.savedFraction).toFixed(1)} % of stock (${month(cost.savedUsd)} a month); net of relaying ${usd(cost.netSavedUsd)}`,
+  ];
+  return { cost, lines };
+}
+
+/**
+ * One record to every partition of a mode=auto topic: each leader's sealing policy then knows
+ * the topic's latency-budget group, whose first decision waits --wal-mode-rate-window-ms after
+ * its first batch, as a topic already in use would have it. Returns when that was.
+ */
+async function announce(bootstrap: string, topic: string): Promise<number> {
+  const producer = kafkaClient(bootstrap, 'walproxy-demo').producer();
+  await producer.connect();
+  try {
+    await producer.send({
+      topic,
+      messages: Array.from({ length: PARTITIONS }, (_, partition) => ({ partition, value: 'hello' })),
+    });
+  } finally {
+    await producer.disconnect();
+  }
+  return Date.now();
 }
 
 async function main(): Promise<void> {
@@ -185,7 +209,8 @@ async function main(): Promise<void> {
     cluster = await KafkaCluster.start({
       ...(zones ? { zones } : {}),
       sidecars: true,
-      sidecarArgs: () => walSidecarArgs(s3),
+      // The demo's WAL topic under the sealing policy, as a deployment runs by default.
+      sidecarArgs: () => walSidecarArgs(s3, ['--topic-config=wal-demo:mode=auto']),
       sidecarEnv: walSidecarEnv(),
     });
     const bootstrap = cluster.bootstrap();
@@ -197,16 +222,31 @@ async function main(): Promise<void> {
     );
 
     const results: ArmResult[] = [];
+    const adminUrls = BROKER_IDS.map((id) => cluster!.adminUrl(id));
+    await createTopic(bootstrap, 'wal-demo', { partitions: PARTITIONS, replicationFactor: 3 });
+    const announced = await announce(bootstrap, 'wal-demo');
     for (const [label, topic] of [
-      ['stock replication (inline)', 'wal-inline-demo'],
+      ['stock replication (no WAL)', 'demo-stock'],
       ['replication through the WAL', 'wal-demo'],
     ] as const) {
       step(
         `${label}: ${RECORDS} records of ${RECORD_SIZE} B into ${topic} (acks=all, RF=3, ${PARTITIONS} partitions)…`,
       );
-      await createTopic(bootstrap, topic, { partitions: PARTITIONS, replicationFactor: 3 });
+      if (topic === 'wal-demo') {
+        // The stock arm usually outlasts the sealing policy's first wait; if it did not, the rest.
+        const wait = announced + SEALING_DEFAULTS.rateWindowMs - Date.now();
+        if (wait > 0) {
+          console.log(
+            `  waiting ${(wait / 1000).toFixed(1)} s: a new latency-budget group replicates inline for its first ${SEALING_DEFAULTS.rateWindowMs / 1000} s (--wal-mode-rate-window-ms)`,
+          );
+          await new Promise((r) => setTimeout(r, wait));
+        }
+      } else {
+        await createTopic(bootstrap, topic, { partitions: PARTITIONS, replicationFactor: 3 });
+      }
       const trafficBefore = zones?.traffic();
       const countsBefore = await inlineCounts(cluster);
+      const countersBefore = await costSnapshot(adminUrls, zones);
       const run = await producerPerf({
         bootstrap,
         topic,
@@ -218,6 +258,7 @@ async function main(): Promise<void> {
       const consumed = await consumerPerf({ bootstrap, topic, records: RECORDS });
       const traffic = zones && trafficBefore ? trafficSince(trafficBefore, zones.traffic()) : undefined;
       const inline = countsSince(countsBefore, await inlineCounts(cluster));
+      const counted = countedBetween(countersBefore, await costSnapshot(adminUrls, zones));
       console.log(
         `  ${run.records} records at ${run.mbPerSec.toFixed(1)} MB/s (p99 ${run.p99Ms} ms); consumed ${consumed.records}; replicas ${differences.length === 0 ? 'byte-identical' : `DIFFER: ${differences.join('; ')}`}`,
       );
@@ -230,6 +271,7 @@ async function main(): Promise<void> {
         crossZone: traffic ? crossZoneBytes(traffic) : inline.replicationHopBytes,
         ...(traffic ? { traffic } : {}),
         inline,
+        counted,
       });
     }
     const [stock, wal] = results as [ArmResult, ArmResult];
@@ -279,22 +321,17 @@ async function main(): Promise<void> {
       console.log(`    produce data not copied to the WAL: ${reasons(r.inline.produceNotCopied)}`);
     }
     console.log(
-      '  modeInline: batches of a topic set to mode=inline (the stock arm); topicNotInWal: topics without the WAL (the metadata topic, __consumer_offsets); notInWal: batches of a WAL topic missing from the WAL (a fallback); unknownTopic: the sidecar had not yet looked the topic up; control: transaction markers',
+      '  topicNotInWal: topics without the WAL (the stock arm, the metadata topic, __consumer_offsets); groupInline: batches of a mode=auto topic while its latency-budget group replicates inline (its objects would not pay); notInWal: batches of a WAL topic missing from the WAL (a fallback, or an object abandoned below break-even); unknownTopic: the sidecar had not yet looked the topic up; control: transaction markers; inlineMode, belowBreakEven: what the sealing policy kept out of the store',
     );
 
     step(
-      `what it costs: a month at this run's rate (${wal.mbPerSec.toFixed(1)} MB/s), \`walproxy cost\`'s model`,
+      `what it cost, priced from the sidecars' counters (${wal.counted.puts} PUTs, ${wal.counted.gets} GETs, ${wal.counted.sidecarCpuSeconds?.toFixed(1)} sidecar CPU-s in the WAL arm) and ${zones ? "the kernel's" : 'estimated'} cross-zone bytes (${DEFAULT_PRICES.region} prices)`,
     );
-    const cost = priceRun(wal, stock);
+    const priced = priceMeasuredRun(stock.counted, wal.counted);
+    for (const l of priced.lines) console.log(l);
     console.log(
-      `  stock replication $${cost.stockUsd.toFixed(2)}, walproxy $${cost.walproxyUsd.toFixed(2)}, saved $${cost.savedUsd.toFixed(2)} (objects of ${wal.inline.objects ? (wal.inline.objectBytes / wal.inline.objects / 1000).toFixed(0) : 0} KB as measured, the measured cross-zone residue)`,
+      '  run `walproxy cost --from-metrics <sidecar>/metrics` on your own cluster, `walproxy cost --throughput-mbps <your rate>` for a rate (docs/cost.md)',
     );
-    if (cost.breakEvenBytesPerSec !== undefined) {
-      console.log(
-        `  break-even at these settings: ${(cost.breakEvenBytesPerSec / 1e6).toFixed(1)} MB/s; below it the PUTs of small objects cost more than the transfer they save (a longer --wal-linger-ms lowers it)`,
-      );
-    }
-    console.log('  run `walproxy cost --throughput-mbps <your rate>` for your own figures (docs/cost.md)');
   } catch (error) {
     failed = true;
     throw error;

@@ -54,6 +54,8 @@ beforeAll(async () => {
       `--s3-endpoint=${endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
+      '--topic-config=wal-*:mode=wal',
       '--topic-config=wal-inline-*:mode=inline',
     ],
   });

@@ -103,6 +103,8 @@ beforeAll(async () => {
       `--s3-endpoint=${moto.endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
+      '--topic-config=wal-*:mode=wal',
       '--topic-config=wal-sec-zl*:zone.local=true',
       '--topic-config=wal-zl-*:zone.local=true',
       ...zoneFlags(id, cluster.ports.base),

@@ -114,6 +114,8 @@ beforeAll(async () => {
       `--s3-endpoint=${endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      // Through the WAL whatever its objects cost: the faults are the store's, not the policy's.
+      '--topic-config=wal-*:mode=wal',
     ],
   });
 }, 180_000);

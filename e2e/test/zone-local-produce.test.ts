@@ -96,6 +96,8 @@ beforeAll(async () => {
       `--s3-endpoint=${endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=zl-*',
+      // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
+      '--topic-config=zl-*:mode=wal',
       '--topic-config=zl-*:zone.local=true',
       ...zoneFlags(network, id),
     ],

@@ -78,6 +78,8 @@ beforeAll(async () => {
       `--s3-endpoint=${endpoint}`,
       '--s3-force-path-style=true',
       '--wal-topic=wal-*',
+      // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
+      '--topic-config=wal-*:mode=wal',
       // Phase 2: the workload's topic is produced zone-locally (references between sidecars).
       '--topic-config=wal-zone-local:zone.local=true',
       ...zoneFlags(network, id),

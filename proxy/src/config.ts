@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import {
   type KafkaClientSecurity,
   type ListenerTlsConfig,
@@ -5,6 +6,7 @@ import {
   parseSecurityFlags,
   SECURITY_DEFAULTS,
 } from './cli/security-flags.js';
+import { DEFAULT_PRICES, mergePrices, type PriceTable } from './cost/prices.js';
 import { FETCH_FILL_DEADLINE_MS } from './filters/fetch-fill.js';
 import { MIN_MEMORY_LIMIT_BYTES } from './memory-budget.js';
 import type { HostPort } from './net/proxy-listener.js';
@@ -12,6 +14,7 @@ import type { ObjectStoreOptions } from './store/index.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
 import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
+import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from './wal/sealing-policy.js';
 import { parseZoneConfig, type ZoneConfig } from './zone/zone-config.js';
 
 /** The WAL (leader side): where objects go, which topics, how they are packed. */
@@ -33,6 +36,8 @@ export interface WalConfig {
   readStoreUrls: string[];
   /** Follower side: the latest a follower's Fetch response leaves, however slow the store's GETs. */
   fillDeadlineMs: number;
+  /** What the sealing policy prices objects with, and its hysteresis (docs/cost.md). */
+  cost: CostPolicyConfig;
   metadata: {
     /** Bootstrap servers for the sidecar's own Kafka clients; default: the local broker. */
     bootstrap: string[];
@@ -41,6 +46,19 @@ export interface WalConfig {
     replicationFactor: number;
     retentionMs: number;
   } & KafkaClientSecurity;
+}
+
+/** The sealing policy's prices, the cluster's layout and the mode switches' timers. */
+export interface CostPolicyConfig {
+  prices: PriceTable;
+  replicationFactor: number;
+  zones: number;
+  /** A group leaves the WAL after its objects paid too little for this long. */
+  exitAfterMs: number;
+  /** Least time between two switches of a group. */
+  minDwellMs: number;
+  /** Time constant of a group's rate and saving estimates; also the wait before its first switch. */
+  rateWindowMs: number;
 }
 
 /** The validated configuration of `walproxy sidecar`. */
@@ -97,8 +115,15 @@ export const SIDECAR_DEFAULTS = {
   'max-frame-bytes': 104_857_600,
   'drain-timeout-ms': 10_000,
   'log-level': 'info',
-  'wal-target-bytes': WAL_WRITER_DEFAULTS.targetBytes,
-  'wal-linger-ms': WAL_WRITER_DEFAULTS.lingerMs,
+  // Past 1 MB an object saves < 3 % more of the stock cost (docs/cost.md); the budget seals
+  // smaller ones at lower rates.
+  'wal-target-bytes': SEALING_DEFAULTS.maxObjectBytes,
+  'wal-latency-budget-ms': SEALING_DEFAULTS.latencyBudgetMs,
+  'cost-replication-factor': 3,
+  'cost-zones': 3,
+  'wal-mode-exit-after-ms': SEALING_DEFAULTS.exitAfterMs,
+  'wal-mode-min-dwell-ms': SEALING_DEFAULTS.minDwellMs,
+  'wal-mode-rate-window-ms': SEALING_DEFAULTS.rateWindowMs,
   // Off: a store outage must never fail or slow a produce (issue #12); a topic opts in with
   // --topic-config <topic>:durable.ack=true and pays for it (docs/configuration.md).
   'wal-durable-ack': 'false',
@@ -400,15 +425,25 @@ function parseWalConfig(
   const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
   // Past 10 s a slow store could hold a follower near replica.lag.time.max.ms (30 s by default).
   const fillDeadlineMs = integer(raw, 'fill-deadline-ms', errors, 0, 10_000);
-  const defaults = {
+  const defaults: Partial<TopicSettings> = {
     wal: false,
+    latencyBudgetMs: integer(
+      raw,
+      'wal-latency-budget-ms',
+      errors,
+      LATENCY_BUDGET_LIMITS.min,
+      LATENCY_BUDGET_LIMITS.max,
+    ),
     targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
-    lingerMs: integer(raw, 'wal-linger-ms', errors, lingerMs.min, lingerMs.max),
     durableAck: bool(raw, 'wal-durable-ack', errors),
-    mode: 'wal' as const,
+    mode: 'auto',
     maxHoldMs,
     zoneLocal: false,
   };
+  // Deprecated: only a cap on the budget's linger, so it has no default.
+  const linger = integer(raw, 'wal-linger-ms', errors, lingerMs.min, lingerMs.max);
+  if (linger !== undefined) defaults.lingerMs = linger;
+  const cost = parseCostPolicy(raw, errors);
   const maxUploadsInFlight = integer(raw, 'wal-max-uploads-in-flight', errors, 1, 256);
   const uploadDeadlineMs = integer(raw, 'wal-upload-deadline-ms', errors, 100, 600_000);
   const maxPendingBytes = integer(raw, 'wal-max-pending-bytes', errors, 1_048_576, 8 * 1_073_741_824);
@@ -438,6 +473,7 @@ function parseWalConfig(
     storeOptions,
     defaults: defaults as TopicSettings,
     rules,
+    cost: cost!,
     maxUploadsInFlight: maxUploadsInFlight!,
     uploadDeadlineMs: uploadDeadlineMs!,
     ...(maxPendingBytes !== undefined ? { maxPendingBytes } : {}),
@@ -454,6 +490,40 @@ function parseWalConfig(
       ...metadataClient,
     },
   };
+}
+
+function parseCostPolicy(raw: RawSidecarOptions, errors: Errors): CostPolicyConfig | undefined {
+  let prices: PriceTable | undefined = DEFAULT_PRICES;
+  if (present(raw['cost-prices'])) {
+    const file = String(raw['cost-prices']);
+    try {
+      const merged = mergePrices(JSON.parse(readFileSync(file, 'utf8')), file);
+      if ('errors' in merged) {
+        for (const e of merged.errors) errors.add('cost-prices', e);
+        prices = undefined;
+      } else {
+        prices = merged.prices;
+      }
+    } catch (error) {
+      errors.add('cost-prices', `cannot read ${file}: ${(error as Error).message}`);
+      prices = undefined;
+    }
+  }
+  const replicationFactor = integer(raw, 'cost-replication-factor', errors, 1, 32);
+  const zones = integer(raw, 'cost-zones', errors, 1, 32);
+  const exitAfterMs = integer(raw, 'wal-mode-exit-after-ms', errors, 0, 3_600_000);
+  const minDwellMs = integer(raw, 'wal-mode-min-dwell-ms', errors, 0, 3_600_000);
+  const rateWindowMs = integer(raw, 'wal-mode-rate-window-ms', errors, 100, 3_600_000);
+  if (
+    prices === undefined ||
+    replicationFactor === undefined ||
+    zones === undefined ||
+    exitAfterMs === undefined ||
+    minDwellMs === undefined ||
+    rateWindowMs === undefined
+  )
+    return undefined;
+  return { prices, replicationFactor, zones, exitAfterMs, minDwellMs, rateWindowMs };
 }
 
 /** The replication ingress of broker `id`: an explicit --peer-address, else the template. */

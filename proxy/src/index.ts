@@ -1,5 +1,9 @@
 export * from './cli/security-flags.js';
 export * from './config.js';
+export * from './cost/counters-source.js';
+export * from './cost/economics.js';
+export * from './cost/live.js';
+export * from './cost/measured.js';
 export * from './cost/model.js';
 export * from './cost/prices.js';
 export * from './filters/api-versions.js';
@@ -25,3 +29,4 @@ export * from './topics/topic-policy.js';
 export * from './wal/batch-index.js';
 export * from './wal/index.js';
 export * from './wal/range-reader.js';
+export * from './wal/sealing-policy.js';

@@ -1,6 +1,8 @@
 import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
 import { peerAddress, type SidecarConfig } from './config.js';
+import { objectEconomics } from './cost/economics.js';
+import { priceSidecar } from './cost/live.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
 import { FetchFillFilter } from './filters/fetch-fill.js';
 import { FetchStripFilter } from './filters/fetch-strip.js';
@@ -27,6 +29,7 @@ import { WalBatchIndex } from './wal/batch-index.js';
 import { WalWriter } from './wal/index.js';
 import { normalizeStoreUrl, PeerStoreReaders } from './wal/peer-store-readers.js';
 import { WalRangeReader } from './wal/range-reader.js';
+import { SealingPolicy } from './wal/sealing-policy.js';
 import { FilterChain } from './zone/filter-chain.js';
 import { ProduceFillFilter } from './zone/produce-fill.js';
 import { ZoneRouting } from './zone/zone-routing.js';
@@ -52,6 +55,8 @@ export interface WalParts {
   health: StoreHealth;
   writer: WalWriter;
   policy: TopicPolicy;
+  /** When objects seal, and which budget groups go through the WAL at all (docs/cost.md). */
+  sealing: SealingPolicy;
   /** Produced batches the strip can find again; bounded by maxEntries and age. */
   index: WalBatchIndex;
   topicNames: TopicNames;
@@ -298,6 +303,8 @@ export class Sidecar {
                 reader: () => wal.reader.stats,
                 writer: () => wal.writer.stats,
                 metadata: () => ({ ...wal.publisher.stats, queued: wal.publisher.queued }),
+                sealing: () => wal.sealing.stats(Date.now()),
+                cost: () => this.priceOwnCounters(),
               },
             }
           : {}),
@@ -336,6 +343,35 @@ export class Sidecar {
     };
   }
 
+  /** This sidecar's replication since it started, priced from its own counters (walproxy.cost.*). */
+  priceOwnCounters() {
+    const wal = this.wal!;
+    const cost = this.config.wal!.cost;
+    let fromDownstream = 0;
+    let fromUpstream = 0;
+    for (const { counters } of this.listeners) {
+      fromDownstream += counters.bytesFromDownstream;
+      fromUpstream += counters.bytesFromUpstream;
+    }
+    const cpu = process.cpuUsage();
+    return priceSidecar(
+      {
+        bytesReferenced: wal.fetchStrip.stats.bytesReferenced,
+        inlineBytes: wal.fetchStrip.stats.inlineBytes,
+        uploadAttempts: wal.writer.stats.uploadAttempts,
+        bytesUploaded: wal.writer.stats.bytesUploaded,
+        gets: wal.reader.stats.gets,
+        bytesFetched: wal.reader.stats.bytesFetched,
+        bytesFromDownstream: fromDownstream,
+        bytesFromUpstream: fromUpstream,
+        cpuSeconds: (cpu.user + cpu.system) / 1e6,
+        uptimeSeconds: process.uptime(),
+      },
+      cost.prices,
+      { replicationFactor: cost.replicationFactor, zones: cost.zones },
+    );
+  }
+
   counters(): {
     brokerId: number;
     listeners: Record<string, ListenerCounters>;
@@ -359,6 +395,7 @@ export class Sidecar {
               fetchFill: this.wal.fetchFill.stats,
               reader: this.wal.reader.stats,
               writer: this.wal.writer.stats,
+              sealing: this.wal.sealing.stats(Date.now()),
               metadata: { ...this.wal.publisher.stats, queued: this.wal.publisher.queued },
             },
           }
@@ -601,12 +638,34 @@ function createWalParts(
   // Probed in the background from start(): the sidecar serves at once, inline until the store answers.
   const storeProbe = reportingProbe(store, log);
   const health = new StoreHealth({ store: wal.storeUrl, probe: storeProbe.probe, log });
+  const { cost } = wal;
+  const sealing = new SealingPolicy({
+    economics: objectEconomics(cost.prices, { replicationFactor: cost.replicationFactor, zones: cost.zones }),
+    maxObjectBytes: wal.defaults.targetBytes,
+    exitAfterMs: cost.exitAfterMs,
+    minDwellMs: cost.minDwellMs,
+    rateWindowMs: cost.rateWindowMs,
+    // Once per switch: hysteresis keeps them minutes apart.
+    onSwitch: (e) =>
+      log.info(
+        {
+          budgetMs: e.budgetMs,
+          from: e.from,
+          to: e.to,
+          savedFraction: Number(e.savedFraction.toFixed(3)),
+          bytesPerSec: Math.round(e.bytesPerSec),
+        },
+        e.to === 'inline'
+          ? 'WAL mode switch: this latency budget replicates inline (its objects would not pay)'
+          : 'WAL mode switch: this latency budget replicates through the WAL (its objects pay)',
+      ),
+  });
   const writer = new WalWriter({
     store,
     health,
+    policy: sealing,
     brokerId: config.brokerId,
     targetBytes: wal.defaults.targetBytes,
-    lingerMs: wal.defaults.lingerMs,
     maxUploadsInFlight: wal.maxUploadsInFlight,
     uploadDeadlineMs: wal.uploadDeadlineMs,
     maxPendingBytes: Math.max(memory.writerPendingBytes, wal.defaults.targetBytes),
@@ -659,6 +718,7 @@ function createWalParts(
     topicNames,
     publisher,
     health,
+    sealing,
     ...(produceFill
       ? { storedElsewhere: (info, topic, partition) => produceFill.storedElsewhere(info, topic, partition) }
       : {}),
@@ -666,6 +726,7 @@ function createWalParts(
   });
   const fetchStrip = new FetchStripFilter({
     policy,
+    sealing,
     index,
     topicNames,
     maxHoldMs: wal.maxHoldMs,
@@ -684,6 +745,7 @@ function createWalParts(
     storeProbe,
     writer,
     policy,
+    sealing,
     index,
     topicNames,
     publisher,

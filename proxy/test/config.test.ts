@@ -57,6 +57,58 @@ describe('parseSidecarConfig', () => {
     ]);
   });
 
+  it('gives WAL topics a latency budget, mode auto and 1 MB objects; linger.ms only when asked (deprecated)', () => {
+    const wal = { ...minimal, 'wal-store-url': 'file:///tmp/wal', 'wal-topic': ['orders'] };
+    const result = parseSidecarConfig(wal);
+    if (!('config' in result)) throw new Error(result.errors.join('\n'));
+    expect(result.config.wal?.defaults).toEqual({
+      wal: false,
+      latencyBudgetMs: 50,
+      targetBytes: 1_000_000,
+      durableAck: false,
+      mode: 'auto',
+      maxHoldMs: 200,
+      zoneLocal: false,
+    });
+    expect(result.config.wal?.cost).toMatchObject({
+      replicationFactor: 3,
+      zones: 3,
+      exitAfterMs: 60_000,
+      minDwellMs: 30_000,
+      rateWindowMs: 10_000,
+      prices: { storeClass: 'S3 Express One Zone' },
+    });
+    const asked = parseSidecarConfig({
+      ...wal,
+      'wal-latency-budget-ms': '25',
+      'wal-linger-ms': '5',
+      'topic-config': ['orders:latency.budget.ms=200'],
+      'cost-zones': '2',
+    });
+    if (!('config' in asked)) throw new Error(asked.errors.join('\n'));
+    expect(asked.config.wal?.defaults).toMatchObject({ latencyBudgetMs: 25, lingerMs: 5 });
+    expect(asked.config.wal?.rules.at(-1)?.settings).toEqual({ latencyBudgetMs: 200 });
+    expect(asked.config.wal?.cost.zones).toBe(2);
+  });
+
+  it('names a bad budget, price file or layout', () => {
+    expect(
+      errorsOf({
+        ...minimal,
+        'wal-store-url': 'file:///tmp/wal',
+        'wal-latency-budget-ms': '0',
+        'cost-prices': '/nonexistent/prices.json',
+        'cost-replication-factor': '0',
+        'topic-config': ['x:latency.budget.ms=fast'],
+      }),
+    ).toEqual([
+      "--topic-config: latency.budget.ms in 'x:latency.budget.ms=fast': 'fast' is not a whole number of milliseconds from 1 to 60000",
+      "--wal-latency-budget-ms: '0' is not a whole number from 1 to 60000",
+      expect.stringMatching(/^--cost-prices: cannot read \/nonexistent\/prices\.json: ENOENT/),
+      "--cost-replication-factor: '0' is not a whole number from 1 to 32",
+    ]);
+  });
+
   it('derives egress ids from the peer addresses, leaving out our own id', () => {
     const result = parseSidecarConfig({
       ...minimal,

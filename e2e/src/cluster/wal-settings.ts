@@ -12,6 +12,10 @@ export function walSidecarArgs(s3: Omit<S3Info, 'pid'>, extra: string[] = []): s
     `--s3-endpoint=${s3.endpoint}`,
     '--s3-force-path-style=true',
     `--wal-topic=${s3.walTopicGlob}`,
+    // Through the WAL whatever the objects cost: the tests check what the WAL does with small
+    // workloads, which the sealing policy (the default, mode=auto) would replicate inline.
+    // e2e/test/cost-aware-zones.test.ts runs mode=auto on a cluster of its own.
+    `--topic-config=${s3.walTopicGlob}:mode=wal`,
     // The same WAL, but followers replicate these topics the stock way: the baseline that the
     // replication tests compare against, in the same run.
     '--topic-config=wal-inline-*:mode=inline',

@@ -297,8 +297,12 @@ export function formatCost(
   out += `walproxy, replication through ${prices.storeClass}\n`;
   for (const l of cost.walproxy) out += line(l.item, `${qty(l.quantity)} ${l.unit}`, l.usd);
   out += line('total', '', cost.walproxyUsd);
-  const pct = cost.stockUsd > 0 ? ` (${((cost.savedUsd / cost.stockUsd) * 100).toFixed(1)} %)` : '';
-  out += `\n${cost.savedUsd >= 0 ? 'saved' : 'EXTRA cost'} per month: $${usd(Math.abs(cost.savedUsd)).trim()}${pct}\n`;
+  out += 'relaying, as any proxy in front of the broker (not in the saving)\n';
+  for (const l of cost.proxy) out += line(l.item, `${qty(l.quantity)} ${l.unit}`, l.usd);
+  out += line('walproxy total with relaying', '', cost.totalUsd);
+  const pct = (n: number) => (cost.stockUsd > 0 ? ` (${((n / cost.stockUsd) * 100).toFixed(1)} %)` : '');
+  out += `\n${cost.savedUsd >= 0 ? 'saved' : 'EXTRA cost'} per month: $${usd(Math.abs(cost.savedUsd)).trim()}${pct(cost.savedUsd)}`;
+  out += `; net of relaying: $${usd(cost.netSavedUsd).trim()}${pct(cost.netSavedUsd)}\n`;
   out +=
     cost.breakEvenBytesPerSec === undefined
       ? 'break-even throughput: none; with these objects and prices walproxy never costs less\n'
@@ -331,7 +335,10 @@ export function formatMeasured(
   out += 'walproxy, as measured\n';
   for (const l of cost.walproxy) out += row(l.item, `${qty(l.quantity)} ${l.unit}`, l.usd);
   out += row('total', '', cost.walproxyUsd);
-  out += `\n${cost.savedUsd >= 0 ? 'saved' : 'EXTRA cost'}: $${usd(Math.abs(cost.savedUsd)).trim()} this run, $${usd(Math.abs(cost.perMonth.savedUsd)).trim()} per month at its rate (${(cost.savedFraction * 100).toFixed(1)} % of stock)\n`;
+  out += 'relaying, as any proxy in front of the broker (not in the saving)\n';
+  for (const l of cost.proxy) out += row(l.item, `${qty(l.quantity)} ${l.unit}`, l.usd);
+  out += row('walproxy total with relaying', '', cost.totalUsd);
+  out += `\n${cost.savedUsd >= 0 ? 'saved' : 'EXTRA cost'}: $${usd(Math.abs(cost.savedUsd)).trim()} this run, $${usd(Math.abs(cost.perMonth.savedUsd)).trim()} per month at its rate (${(cost.savedFraction * 100).toFixed(1)} % of stock); net of relaying $${usd(cost.perMonth.netSavedUsd).trim()} per month\n`;
   if (!cost.crossZoneMeasured) {
     out += `cross-zone bytes estimated: the inline bytes and --residual of the referenced ones (no kernel count given)\n`;
   }

@@ -145,19 +145,64 @@ export function sidecarOptions(yargs: Argv): Argv {
       type: 'string',
       array: true,
       describe:
-        'per-topic setting <topic-or-glob>:<key>=<value>, key one of wal, mode (wal|inline), linger.ms, target.bytes, durable.ack, max.hold.ms, zone.local (repeatable, later wins)',
+        'per-topic setting <topic-or-glob>:<key>=<value>, key one of wal, mode (auto|wal|inline), latency.budget.ms, target.bytes, durable.ack, max.hold.ms, zone.local, linger.ms (deprecated) (repeatable, later wins)',
+    })
+    .option('wal-latency-budget-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'acks=all latency the WAL may add to a batch (1-60000): objects wait this less the store latency; per topic: latency.budget.ms (docs/cost.md)',
+      default: SIDECAR_DEFAULTS['wal-latency-budget-ms'],
     })
     .option('wal-target-bytes', {
       type: 'string',
       requiresArg: true,
-      describe: 'seal a WAL object when it reaches this size',
+      describe: 'seal a WAL object when it reaches this size (the largest object); per topic: target.bytes',
       default: SIDECAR_DEFAULTS['wal-target-bytes'],
     })
     .option('wal-linger-ms', {
       type: 'string',
       requiresArg: true,
-      describe: 'seal a WAL object at most this long after its first batch',
-      default: SIDECAR_DEFAULTS['wal-linger-ms'],
+      describe:
+        'deprecated, use --wal-latency-budget-ms: when set, a batch waits at most this long in its object even where the budget allows more',
+    })
+    .option('wal-mode-exit-after-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'mode=auto: a budget group leaves the WAL (replicates inline) after its objects paid too little for this long without a break',
+      default: SIDECAR_DEFAULTS['wal-mode-exit-after-ms'],
+    })
+    .option('wal-mode-min-dwell-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'mode=auto: least time between two switches of a budget group (WAL, inline)',
+      default: SIDECAR_DEFAULTS['wal-mode-min-dwell-ms'],
+    })
+    .option('wal-mode-rate-window-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "mode=auto: time constant of a budget group's rate and saving estimates, and the wait before its first switch",
+      default: SIDECAR_DEFAULTS['wal-mode-rate-window-ms'],
+    })
+    .option('cost-prices', {
+      type: 'string',
+      describe:
+        'JSON file overriding prices of the built-in table (as walproxy cost --prices): the break-even of the sealing policy and the walproxy.cost.* metrics',
+    })
+    .option('cost-replication-factor', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'replication factor of the WAL topics, for break-even and the cost metrics',
+      default: SIDECAR_DEFAULTS['cost-replication-factor'],
+    })
+    .option('cost-zones', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'availability zones the replicas spread over, for break-even and the cost metrics (a follower in the leader zone saves nothing)',
+      default: SIDECAR_DEFAULTS['cost-zones'],
     })
     .option('wal-durable-ack', {
       type: 'string',

@@ -1,5 +1,6 @@
 // A run's counters from the sidecars' /metrics (Prometheus text, one scrape per sidecar, summed)
 // or from a JSON file of MeasuredCounters, for `walproxy cost --from-metrics` (docs/cost.md).
+import { relayCpuSeconds } from './economics.js';
 import type { MeasuredCounters } from './measured.js';
 
 export interface Sample {
@@ -34,13 +35,15 @@ export const METRIC_NAMES = {
   gets: 'walproxy_wal_reader_gets_total',
   bytesRead: 'walproxy_wal_reader_bytes_total',
   replicationBytes: 'walproxy_replication_bytes_total',
+  listenerBytes: 'walproxy_listener_bytes_total',
   cpuSeconds: 'process_cpu_time_total',
   uptimeSeconds: 'process_uptime',
 } as const;
 
 /**
  * Sums the scrapes of every sidecar. The duration is `durationSec` when given, else the longest
- * uptime among the scrapes; counters count from each sidecar's start.
+ * uptime among the scrapes; counters count from each sidecar's start. The relaying share of the
+ * CPU is the bytes the listeners received at the pass-through benchmark's rates.
  */
 export function countersFromScrapes(
   scrapes: Array<{ origin: string; text: string }>,
@@ -48,6 +51,7 @@ export function countersFromScrapes(
 ): { counters: MeasuredCounters } | { errors: string[] } {
   const errors: string[] = [];
   let cpu = 0;
+  let relay = 0;
   let cpuSidecars = 0;
   let uptime: number | undefined;
   const counters: MeasuredCounters = {
@@ -79,11 +83,16 @@ export function countersFromScrapes(
       cpu += total(METRIC_NAMES.cpuSeconds);
       cpuSidecars++;
     }
+    relay += relayCpuSeconds(
+      total(METRIC_NAMES.listenerBytes, (l) => l.direction === 'from_downstream'),
+      total(METRIC_NAMES.listenerBytes, (l) => l.direction === 'from_upstream'),
+    );
     const up = samples.find((s) => s.name === METRIC_NAMES.uptimeSeconds)?.value;
     if (up !== undefined) uptime = Math.max(uptime ?? 0, up);
   }
   // CPU counts only if every sidecar reported it: a partial sum would understate it.
   counters.sidecarCpuSeconds = cpuSidecars === scrapes.length ? cpu : undefined;
+  if (counters.sidecarCpuSeconds !== undefined) counters.proxyCpuSeconds = relay;
   const duration = durationSec ?? uptime;
   if (duration === undefined || duration <= 0) {
     errors.push(
@@ -104,7 +113,12 @@ const REQUIRED_KEYS = [
   'gets',
   'bytesRead',
 ] as const;
-const OPTIONAL_KEYS = ['sidecarCpuSeconds', 'crossZoneBytes', 'stockCrossZoneBytes'] as const;
+const OPTIONAL_KEYS = [
+  'sidecarCpuSeconds',
+  'proxyCpuSeconds',
+  'crossZoneBytes',
+  'stockCrossZoneBytes',
+] as const;
 
 /** A JSON object of MeasuredCounters; unknown keys and missing or negative numbers are refused. */
 export function countersFromJson(

@@ -19,6 +19,35 @@ export const DEFAULT_CPU = {
   walSecondsPerGb: 172.7 - 35.6,
 } as const;
 
+/**
+ * What relaying costs a sidecar with no WAL at all, per GiB (2^30 bytes) in each direction:
+ * `make bench-pass-through` on main, 2026-12-01 (e2e/bench/pass-through.bench.ts: walproxy
+ * without WAL flags in front of one broker, 1 KiB records, a busy 2-core machine): 1.78 CPU-s per
+ * GiB produced (bytes from the downstream side) and 1.00 per GiB consumed (bytes from upstream),
+ * against 1.00 / 0.79 for a bare Node socket.pipe(). The live cost metrics charge the bytes a
+ * sidecar's listeners relayed at these rates to relaying, and the rest of its CPU to the WAL path.
+ */
+export const DEFAULT_PASS_THROUGH_CPU = {
+  secondsPerGibFromDownstream: 1.78,
+  secondsPerGibFromUpstream: 1.0,
+} as const;
+
+/** CPU-seconds a plain proxy would spend relaying these bytes (DEFAULT_PASS_THROUGH_CPU). */
+export function relayCpuSeconds(
+  bytesFromDownstream: number,
+  bytesFromUpstream: number,
+  rates: {
+    secondsPerGibFromDownstream: number;
+    secondsPerGibFromUpstream: number;
+  } = DEFAULT_PASS_THROUGH_CPU,
+): number {
+  return (
+    (bytesFromDownstream * rates.secondsPerGibFromDownstream +
+      bytesFromUpstream * rates.secondsPerGibFromUpstream) /
+    2 ** 30
+  );
+}
+
 /** Cross-zone residue with the WAL, as a fraction of stock replication bytes (docs/cost.md). */
 export const DEFAULT_RESIDUAL_FRACTION = 0.0114;
 export const DEFAULT_RETENTION_SEC = 3_600;

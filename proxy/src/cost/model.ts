@@ -29,7 +29,20 @@ export interface CostInputs {
   mode?: 'wal' | 'inline';
 }
 
+/** The line items, as the walproxy.cost.spent metric's `item` attribute names them. */
+export type CostItem =
+  | 'put_requests'
+  | 'upload'
+  | 'get_requests'
+  | 'retrieval'
+  | 'storage'
+  | 'cross_zone'
+  | 'cpu_wal'
+  | 'cpu_proxy';
+
 export interface CostLine {
+  /** Stable name of the item (metrics); `item` is the text printed. */
+  key?: CostItem;
   item: string;
   quantity: number;
   unit: string;
@@ -46,11 +59,20 @@ export interface CostResult {
   effectiveObjectBytes: number;
   objectsPerSecond: number;
   stock: CostLine[];
+  /** walproxy's replication: the store, the cross-zone residue, the WAL path's CPU. */
   walproxy: CostLine[];
+  /** The sidecars relaying bytes, as any proxy in front of the broker would: not in the saving. */
+  proxy: CostLine[];
   stockUsd: number;
   walproxyUsd: number;
+  proxyUsd: number;
+  /** walproxyUsd + proxyUsd. */
+  totalUsd: number;
+  /** stockUsd − walproxyUsd (docs/cost.md, "What a saving is"). */
   savedUsd: number;
-  /** Throughput (bytes/s) above which walproxy costs less; undefined when it never does. */
+  /** stockUsd − totalUsd. */
+  netSavedUsd: number;
+  /** Throughput (bytes/s) above which walproxy's replication costs less; undefined when it never does. */
   breakEvenBytesPerSec: number | undefined;
   /** Smallest object size (bytes) at which an object costs less than replicating its bytes. */
   breakEvenObjectBytes: number | undefined;
@@ -90,43 +112,49 @@ export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult 
     const residualGb = gb * cz * inputs.residualFraction;
     return [
       {
+        key: 'put_requests',
         item: 'S3E1Z PUT requests',
         quantity: puts,
         unit: 'requests',
         usd: (puts / 1000) * prices.putPer1000,
       },
-      { item: 'S3E1Z upload', quantity: uploadGb, unit: 'GB', usd: uploadGb * prices.uploadPerGb },
       {
+        key: 'upload',
+        item: 'S3E1Z upload',
+        quantity: uploadGb,
+        unit: 'GB',
+        usd: uploadGb * prices.uploadPerGb,
+      },
+      {
+        key: 'get_requests',
         item: 'S3E1Z GET requests (followers)',
         quantity: gets,
         unit: 'requests',
         usd: (gets / 1000) * prices.getPer1000,
       },
       {
+        key: 'retrieval',
         item: 'S3E1Z retrieval (followers)',
         quantity: retrievalGb,
         unit: 'GB',
         usd: retrievalGb * prices.retrievalPerGb,
       },
       {
+        key: 'storage',
         item: 'S3E1Z storage (retention)',
         quantity: storedGb,
         unit: 'GB-month',
         usd: storedGb * prices.storagePerGbMonth,
       },
       {
+        key: 'cross_zone',
         item: 'cross-zone residue (references, headers)',
         quantity: residualGb,
         unit: 'GB',
         usd: residualGb * prices.crossZonePerGb,
       },
       {
-        item: 'sidecar CPU, proxying',
-        quantity: (gb * proxyCpuPerGb) / 3600,
-        unit: 'vCPU-hours',
-        usd: cpuUsd(gb * proxyCpuPerGb),
-      },
-      {
+        key: 'cpu_wal',
         item: 'sidecar CPU, WAL path',
         quantity: (gb * walCpuPerGb) / 3600,
         unit: 'vCPU-hours',
@@ -139,28 +167,36 @@ export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult 
   const producedGb = (inputs.throughputBytesPerSec * SECONDS_PER_MONTH) / BYTES_PER_GB;
   const stock: CostLine[] = [
     {
+      key: 'cross_zone',
       item: `cross-zone replication (${cz} follower${cz === 1 ? '' : 's'} in other zones)`,
       quantity: producedGb * cz,
       unit: 'GB',
       usd: producedGb * cz * prices.crossZonePerGb,
     },
   ];
+  // Inline, the WAL path does nothing: its replication is stock's, byte for byte.
   const walproxy =
     inputs.mode === 'inline'
-      ? [
-          { ...stock[0]!, item: 'cross-zone replication, inline (as stock)' },
-          ...walAt(inputs.throughputBytesPerSec).filter((l) => l.item === 'sidecar CPU, proxying'),
-        ]
+      ? [{ ...stock[0]!, item: 'cross-zone replication, inline (as stock)' }]
       : walAt(inputs.throughputBytesPerSec);
+  const proxy: CostLine[] = [
+    {
+      key: 'cpu_proxy',
+      item: 'sidecar CPU, relaying (any proxy in front of the broker)',
+      quantity: (producedGb * proxyCpuPerGb) / 3600,
+      unit: 'vCPU-hours',
+      usd: cpuUsd(producedGb * proxyCpuPerGb),
+    },
+  ];
   const stockUsd = sum(stock);
   const walproxyUsd = sum(walproxy);
+  const proxyUsd = sum(proxy);
 
-  // Per produced byte against running no sidecar at all: the object's saving per byte (upload and
-  // retrieval charged unless each request's allowance covers the object) less the proxying CPU.
+  // Per produced byte: the object's saving per byte (upload and retrieval charged unless each
+  // request's allowance covers the object). The relaying CPU is there inline too: not the WAL's.
   const perByteSaving =
     economics.grossUsdPerByte -
-    (prices.freeBytesPerRequest >= inputs.objectBytes ? 0 : economics.chargedUsdPerByte) -
-    cpuUsd(proxyCpuPerGb) / BYTES_PER_GB;
+    (prices.freeBytesPerRequest >= inputs.objectBytes ? 0 : economics.chargedUsdPerByte);
 
   return {
     producedGbPerMonth: producedGb,
@@ -173,9 +209,13 @@ export function computeCost(inputs: CostInputs, prices: PriceTable): CostResult 
     objectsPerSecond: inputs.mode === 'inline' ? 0 : objectsPerSecond(inputs),
     stock,
     walproxy,
+    proxy,
     stockUsd,
     walproxyUsd,
+    proxyUsd,
+    totalUsd: walproxyUsd + proxyUsd,
     savedUsd: stockUsd - walproxyUsd,
+    netSavedUsd: stockUsd - walproxyUsd - proxyUsd,
     breakEvenBytesPerSec: breakEvenThroughput(inputs, perByteSaving, economics.requestUsd),
     breakEvenObjectBytes: economics.breakEvenObjectBytes,
   };

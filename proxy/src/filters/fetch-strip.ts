@@ -31,6 +31,7 @@ import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-fil
 import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
+import type { SealingPolicy } from '../wal/sealing-policy.js';
 import type { WalLocation } from '../wal/wal-writer.js';
 
 /** Header fields a reference carries (kafka-protocol.md §4: the batch header layout). */
@@ -53,6 +54,7 @@ export const FETCH_INLINE_REASONS = [
   'notInWal',
   'topicNotInWal',
   'modeInline',
+  'groupInline',
   'digestMismatch',
   'notStoredInTime',
   'requestedInline',
@@ -115,6 +117,12 @@ export interface FetchStripStats {
     topicNotInWal: number;
     /** A batch of a WAL topic set to mode=inline (--topic-config), counted as topicNotInWal is. */
     modeInline: number;
+    /**
+     * A batch of a mode=auto WAL topic (without durable ack) missing from the index while its
+     * latency-budget group replicates inline: the sealing policy did not copy it, its objects
+     * would not pay (docs/cost.md). Stock by design, as modeInline.
+     */
+    groupInline: number;
     /**
      * A produced batch had the same partition, CRC-32C, length and header but other records (a
      * CRC collision): referencing it would give the follower the wrong bytes.
@@ -227,6 +235,8 @@ export class FetchStripFilter implements FrameFilter {
       maxHoldMs: number;
       /** Per-topic settings: a topic's max.hold.ms (--topic-config). */
       policy?: TopicPolicy;
+      /** Which mode=auto budget groups replicate inline now: their batches' inline reason. */
+      sealing?: Pick<SealingPolicy, 'currentMode'>;
       /** The store this sidecar writes to (--wal-store-url): references name it for the follower. */
       storeUrl: string;
       /** While the store is degraded no response waits for an upload. */
@@ -420,15 +430,24 @@ export class FetchStripFilter implements FrameFilter {
   }
 
   /**
-   * Why a topic's batches are not referenced by design: it does not go to the WAL, or its
-   * followers replicate it stock (mode=inline). Undefined for a WAL topic, or without a policy.
-   * The index is still asked first: what it holds is referenced whatever the policy says now.
+   * Why a topic's batches are not referenced by design: it does not go to the WAL, its followers
+   * replicate it stock (mode=inline), or its mode=auto budget group replicates inline now (the
+   * sealing policy). Undefined for a WAL topic, or without a policy. The index is still asked
+   * first: what it holds is referenced whatever the policy says now.
    */
-  private offWalReason(topic: string): 'topicNotInWal' | 'modeInline' | undefined {
+  private offWalReason(topic: string): 'topicNotInWal' | 'modeInline' | 'groupInline' | undefined {
     const settings = this.deps.policy?.settingsFor(topic);
     if (settings === undefined) return undefined;
     if (!settings.wal) return 'topicNotInWal';
-    return settings.mode === 'inline' ? 'modeInline' : undefined;
+    if (settings.mode === 'inline') return 'modeInline';
+    // Durable-ack topics are copied whatever their group's mode: one missing is a fallback.
+    if (
+      settings.mode === 'auto' &&
+      !settings.durableAck &&
+      this.deps.sealing?.currentMode(settings.latencyBudgetMs) === 'inline'
+    )
+      return 'groupInline';
+    return undefined;
   }
 
   /** At most one warning a minute: a producer forging collisions must not flood the log. */

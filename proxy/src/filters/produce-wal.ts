@@ -24,6 +24,7 @@ import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
+import type { SealingPolicy } from '../wal/sealing-policy.js';
 
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
 export const PRODUCE_WAL_CHANNELS = {
@@ -100,6 +101,12 @@ export interface ProduceWalStats {
   /** Batches of topics without durable ack not copied because the store was degraded: they replicate inline. */
   batchesNotCopiedStoreDegraded: number;
   bytesNotCopiedStoreDegraded: number;
+  /**
+   * Batches of `mode=auto` topics not copied because their budget group replicates inline: its
+   * objects would not pay for themselves (the sealing policy, docs/cost.md).
+   */
+  batchesNotCopiedInlineMode: number;
+  bytesNotCopiedInlineMode: number;
   /** Topics sent by id that the local broker's metadata did not know even after a refresh (not copied). */
   unknownTopicIds: number;
   /** Produce versions outside 3–13, forwarded without copying. */
@@ -134,6 +141,8 @@ export class ProduceWalFilter implements FrameFilter {
     durableAckFailuresAfterAppend: 0,
     batchesNotCopiedStoreDegraded: 0,
     bytesNotCopiedStoreDegraded: 0,
+    batchesNotCopiedInlineMode: 0,
+    bytesNotCopiedInlineMode: 0,
     unknownTopicIds: 0,
     unsupportedVersions: 0,
     batchesNotCopied: 0,
@@ -158,6 +167,14 @@ export class ProduceWalFilter implements FrameFilter {
        * indexed and published where it is, never uploaded a second time.
        */
       storedElsewhere?: (info: RequestInfo, topicKey: string, partition: number) => WalLocation | undefined;
+      /**
+       * Sees every batch of a WAL topic that would go into this sidecar's objects, copied or not
+       * (its budget group's rate and mode come from them), and says whether `mode=auto` topics are
+       * copied now. Absent: every batch is copied.
+       */
+      sealing?: SealingPolicy;
+      /** The clock the sealing policy and the writer share. */
+      now?: () => number;
       log: Logger;
     },
   ) {}
@@ -226,6 +243,12 @@ export class ProduceWalFilter implements FrameFilter {
     // A degraded store would make these batches wait for nothing: without durable ack the
     // producer does not wait, and followers get them inline, as stock.
     const skip = !settings.durableAck && this.deps.health !== undefined && !this.deps.health.usable;
+    const sealing = this.deps.sealing;
+    const budgetMs = settings.latencyBudgetMs;
+    // Durable ack and mode=wal|inline ask for the stored copy whatever it costs; only mode=auto
+    // follows its group's mode, and its objects may be abandoned below break-even.
+    const requiresStore = settings.durableAck || settings.mode !== 'auto';
+    const now = sealing === undefined ? 0 : (this.deps.now ?? Date.now)();
     const batches: PendingBatch[] = [];
     for (const partitionData of topicData.partitionData) {
       if (partitionData.records === null) continue;
@@ -240,11 +263,19 @@ export class ProduceWalFilter implements FrameFilter {
       for (const batch of readable) {
         const bytes = batch.bytes();
         // Stored already (in the producer's zone bucket): nothing to upload, nothing to confirm,
-        // whatever our own store's health.
+        // whatever our own store's health. Its object is paid for and none of ours would hold it,
+        // so it neither feeds its budget group's rate nor waits for the group's mode.
         const stored = this.deps.storedElsewhere?.(info, topicData.topicId ?? topic, partitionData.index);
+        if (stored === undefined) sealing?.observe(budgetMs, bytes.length, now);
         if (skip && stored === undefined) {
           this.stats.batchesNotCopiedStoreDegraded++;
           this.stats.bytesNotCopiedStoreDegraded += bytes.length;
+          continue;
+        }
+        if (stored === undefined && !requiresStore && sealing?.mode(budgetMs, now) === 'inline') {
+          // Not worth an object: followers replicate it as stock, nothing is uploaded.
+          this.stats.batchesNotCopiedInlineMode++;
+          this.stats.bytesNotCopiedInlineMode += bytes.length;
           continue;
         }
         let ticket: WalAppendTicket | undefined = stored && {
@@ -257,7 +288,13 @@ export class ProduceWalFilter implements FrameFilter {
             { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
             // Tentative until the broker's answer (or a follower's fetch) shows it appended the
             // batch: a Produce the broker refuses never lands in the bucket.
-            { lingerMs: settings.lingerMs, targetBytes: settings.targetBytes, tentative: true },
+            {
+              budgetMs,
+              lingerMs: settings.lingerMs,
+              targetBytes: settings.targetBytes,
+              requiresStore,
+              tentative: true,
+            },
           );
         } catch (error) {
           // Not a batch the WAL can hold (e.g. an old magic): the broker judges it, and
@@ -271,7 +308,7 @@ export class ProduceWalFilter implements FrameFilter {
           this.stats.batchesCopied++;
           this.stats.bytesCopied += bytes.length;
         }
-        if (settings.mode === 'wal') this.deps.index?.add(topic, partitionData.index, bytes, ticket);
+        if (settings.mode !== 'inline') this.deps.index?.add(topic, partitionData.index, bytes, ticket);
         batches.push({
           topic,
           topicId: topicData.topicId,

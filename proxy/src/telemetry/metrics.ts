@@ -126,6 +126,15 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     meter.createObservableUpDownCounter(name, { unit, description }).addCallback(observe);
   const gauge = (name: string, unit: string, description: string, observe: Observe) =>
     meter.createObservableGauge(name, { unit, description }).addCallback(observe);
+  // OpenTelemetry's process metrics (semantic conventions): what `walproxy cost --from-metrics`
+  // prices the sidecar's CPU with. The Prometheus exporter has none of its own.
+  counter('process.cpu.time', 's', 'CPU time of the sidecar process, by cpu.mode (user, system)', (r) => {
+    const usage = process.cpuUsage();
+    r.observe(usage.user / 1e6, { 'cpu.mode': 'user' });
+    r.observe(usage.system / 1e6, { 'cpu.mode': 'system' });
+  });
+  gauge('process.uptime', 's', 'Time since the sidecar process started', (r) => r.observe(process.uptime()));
+
   const perListener =
     (pick: (c: ReturnType<TelemetrySources['listeners']>[number]['counters']) => number): Observe =>
     (r) => {
@@ -319,7 +328,18 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
     r.observe(p.partitionsNotCopied, { reason: 'unreadable_partition' });
     r.observe(p.batchesNotCopiedStoreDegraded, { reason: 'store_degraded' });
+    r.observe(p.batchesNotCopiedInlineMode, { reason: 'inline_mode' });
   });
+  counter(
+    'walproxy.produce.not_copied.bytes',
+    'By',
+    'Produced batch bytes of WAL topics not copied, by reason (store_degraded; inline_mode: the budget group replicates inline)',
+    (r) => {
+      const p = wal.produce();
+      r.observe(p.bytesNotCopiedStoreDegraded, { reason: 'store_degraded' });
+      r.observe(p.bytesNotCopiedInlineMode, { reason: 'inline_mode' });
+    },
+  );
 
   counter('walproxy.wal.objects.uploaded', '{object}', 'WAL objects stored', (r) =>
     r.observe(wal.writer().objectsUploaded),
@@ -348,6 +368,18 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(w.sealedByLinger, { reason: 'linger' });
     r.observe(w.sealedByFlush, { reason: 'flush' });
   });
+  counter(
+    'walproxy.wal.objects.abandoned',
+    '{object}',
+    'WAL objects not uploaded, by reason (below_break_even: they would cost more than their batches inline)',
+    (r) => r.observe(wal.writer().objectsAbandoned, { reason: 'below_break_even' }),
+  );
+  counter(
+    'walproxy.wal.bytes.abandoned',
+    'By',
+    'Batch bytes of WAL objects not uploaded (followers get them inline), by reason',
+    (r) => r.observe(wal.writer().bytesAbandoned, { reason: 'below_break_even' }),
+  );
   gauge('walproxy.wal.pending.bytes', 'By', 'Batch bytes copied and not yet stored or failed', (r) =>
     r.observe(wal.writer().pendingBytes),
   );
@@ -432,6 +464,76 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
   gauge('walproxy.wal.metadata.queued', '{record}', 'WAL metadata pieces waiting to be sent', (r) =>
     r.observe(wal.metadata().queued),
   );
+
+  const sealing = wal.sealing;
+  if (sealing) {
+    counter(
+      'walproxy.wal.mode.switches',
+      '{switch}',
+      'Switches of a latency-budget group between the WAL and inline replication, by to (wal, inline) and budget_ms',
+      (r) => {
+        for (const g of sealing()) {
+          const budget = String(g.budgetMs);
+          r.observe(g.switchesToWal, { to: 'wal', budget_ms: budget });
+          r.observe(g.switchesToInline, { to: 'inline', budget_ms: budget });
+        }
+      },
+    );
+    gauge('walproxy.wal.groups', '{group}', 'Latency-budget groups by mode (wal, inline)', (r) => {
+      const groups = sealing();
+      r.observe(groups.filter((g) => g.mode === 'wal').length, { mode: 'wal' });
+      r.observe(groups.filter((g) => g.mode === 'inline').length, { mode: 'inline' });
+    });
+    gauge(
+      'walproxy.wal.group.rate',
+      'By/s',
+      'Produced bytes per second of a latency-budget group (10 s time constant), by budget_ms and mode',
+      (r) => {
+        for (const g of sealing()) r.observe(g.bytesPerSec, { budget_ms: String(g.budgetMs), mode: g.mode });
+      },
+    );
+    gauge(
+      'walproxy.wal.group.saved_fraction',
+      '1',
+      'Share of the stock replication cost the group’s recent objects would save through the WAL, by budget_ms',
+      (r) => {
+        for (const g of sealing()) r.observe(g.savedFraction, { budget_ms: String(g.budgetMs) });
+      },
+    );
+  }
+
+  const cost = wal.cost;
+  if (cost) {
+    // One pricing per collection serves all three instruments.
+    let priced: { at: number; value: ReturnType<typeof cost> } | undefined;
+    const current = () => {
+      const now = Date.now();
+      if (priced === undefined || now - priced.at > 1_000) priced = { at: now, value: cost() };
+      return priced.value;
+    };
+    counter(
+      'walproxy.cost.spent',
+      'USD',
+      'What this sidecar’s replication cost since it started, priced from its counters, by item (put_requests, upload, get_requests, retrieval, storage, cross_zone, cpu_wal; cpu_proxy: relaying, as any proxy, not in the saving)',
+      (r) => {
+        for (const line of [...current().walproxy, ...current().proxy]) {
+          if (line.key !== undefined) r.observe(line.usd, { item: line.key });
+        }
+      },
+    );
+    counter(
+      'walproxy.cost.stock',
+      'USD',
+      'What stock replication would have cost for the bytes this sidecar replicated as leader',
+      (r) => r.observe(current().stockUsd),
+    );
+    gauge(
+      'walproxy.cost.saved',
+      'USD',
+      'walproxy.cost.stock less walproxy.cost.spent without cpu_proxy (docs/cost.md, what a saving is); negative: it cost more',
+      (r) => r.observe(current().savedUsd),
+    );
+  }
 }
 
 function snakeCase(name: string): string {

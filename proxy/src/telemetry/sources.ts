@@ -1,8 +1,10 @@
+import type { MeasuredCost } from '../cost/measured.js';
 import type { FetchFillStats } from '../filters/fetch-fill.js';
 import type { FetchStripStats } from '../filters/fetch-strip.js';
 import type { ProduceWalStats } from '../filters/produce-wal.js';
 import type { ListenerCounters } from '../net/counters.js';
 import type { WalRangeReaderStats } from '../wal/range-reader.js';
+import type { SealingGroupStats } from '../wal/sealing-policy.js';
 import type { WalWriterStats } from '../wal/wal-writer.js';
 
 /** The WAL parts' stats objects, read at each collection (they are cumulative counters and gauges). */
@@ -19,6 +21,10 @@ export interface WalStatsSources {
     sendFailures: number;
     queued: number;
   };
+  /** The sealing policy's budget groups: their mode, rate and switches. */
+  sealing?: () => SealingGroupStats[];
+  /** This sidecar's replication priced from its own counters (cost/live.ts). */
+  cost?: () => MeasuredCost;
 }
 
 /** What the telemetry reads from a running sidecar; nothing here is called on the data path. */

@@ -1,20 +1,34 @@
+import { LATENCY_BUDGET_TOPIC_KEY, parseLatencyBudgetMs } from '../wal/sealing-policy.js';
+
 /**
  * Per-topic settings, chosen by name or glob (`--wal-topic`, `--topic-config`). Later rules win
- * over earlier ones, so a specific `--topic-config orders:linger.ms=5` can follow a broad
- * `--topic-config '*:linger.ms=20'`.
+ * over earlier ones, so a specific `--topic-config orders:latency.budget.ms=25` can follow a broad
+ * `--topic-config '*:latency.budget.ms=100'`.
  */
 export interface TopicSettings {
   /** Whether produced batches of this topic go to the WAL. */
   wal: boolean;
-  lingerMs: number;
+  /**
+   * The acks=all latency the WAL may add to this topic's batches (docs/cost.md): its objects
+   * wait at most this less the store's latency, and topics of one budget share their objects.
+   */
+  latencyBudgetMs: number;
+  /**
+   * Deprecated (`latency.budget.ms` replaces it): when set, a batch of this topic waits at most
+   * this long in its object, even where the budget would allow more.
+   */
+  lingerMs?: number | undefined;
+  /** An object holding this topic's batches is sealed by size at this many bytes at most. */
   targetBytes: number;
   /** Release the Produce response only once the batches it acknowledges are stored. */
   durableAck: boolean;
   /**
-   * How followers get this topic's WAL batches: `wal` as references they read from the store,
-   * `inline` as stock replication (the WAL is still written, e.g. as the extra durable copy).
+   * How followers get this topic's batches. `auto` (default): through the WAL while the topic's
+   * budget group pays for its objects, inline (not copied) while it would not (the sealing
+   * policy). `wal`: always as references they read from the store, whatever the objects cost.
+   * `inline`: as stock replication (the WAL is still written, e.g. as the extra durable copy).
    */
-  mode: 'wal' | 'inline';
+  mode: TopicMode;
   /** Leader side: how long a follower's Fetch response may wait for this topic's batches still uploading. */
   maxHoldMs: number;
   /**
@@ -23,6 +37,9 @@ export interface TopicSettings {
    */
   zoneLocal: boolean;
 }
+
+export type TopicMode = 'auto' | 'wal' | 'inline';
+const TOPIC_MODES: readonly TopicMode[] = ['auto', 'wal', 'inline'];
 
 export interface TopicRule {
   pattern: string;
@@ -39,9 +56,12 @@ export const TOPIC_CONFIG_KEYS = {
   'durable.ack': (v: string) => parseBool(v),
   'max.hold.ms': (v: string) => parseBoundedInt(v, 0, 60_000),
   wal: (v: string) => parseBool(v),
-  mode: (v: string): Parsed<'wal' | 'inline'> =>
-    v === 'wal' || v === 'inline' ? { value: v } : { error: `'${v}' is not wal or inline` },
+  mode: (v: string): Parsed<TopicMode> =>
+    (TOPIC_MODES as readonly string[]).includes(v)
+      ? { value: v as TopicMode }
+      : { error: `'${v}' is not ${TOPIC_MODES.join(', ')}` },
   'zone.local': (v: string) => parseBool(v),
+  [LATENCY_BUDGET_TOPIC_KEY]: parseLatencyBudgetMs,
 } as const satisfies Record<string, (v: string) => Parsed<unknown>>;
 
 const SETTING_OF_KEY: Record<keyof typeof TOPIC_CONFIG_KEYS, keyof TopicSettings> = {
@@ -52,6 +72,7 @@ const SETTING_OF_KEY: Record<keyof typeof TOPIC_CONFIG_KEYS, keyof TopicSettings
   wal: 'wal',
   mode: 'mode',
   'zone.local': 'zoneLocal',
+  [LATENCY_BUDGET_TOPIC_KEY]: 'latencyBudgetMs',
 };
 
 function parseBoundedInt(v: string, min: number, max: number): Parsed<number> {

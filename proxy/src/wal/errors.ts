@@ -16,6 +16,9 @@ const KINDS = [
   // A tentative batch neither confirmed nor refused within confirmTimeoutMs (acks=0 to a topic no
   // follower fetches through the WAL, a connection the broker closed): never stored.
   'UNCONFIRMED',
+  // The sealing policy did not upload the object holding the batch: at its deadline it held too
+  // few bytes to save more than its requests cost (docs/cost.md). Followers get the batch inline.
+  'BELOW_BREAK_EVEN',
 ] as const;
 
 export type WalWriteErrorKind = (typeof KINDS)[number];

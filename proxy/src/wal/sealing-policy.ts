@@ -102,8 +102,14 @@ export interface OpenObject {
   bytes: number;
   /** When its first batch was appended: the oldest batch's budget runs from here. */
   openedAtMs: number;
-  /** It holds a batch whose topic needs the stored copy whatever it costs (durable ack). */
+  /** It holds a batch whose topic needs the stored copy whatever it costs (durable ack, mode=wal). */
   requiresStore: boolean;
+  /**
+   * An earlier deadline than the budget's, when a batch in it may wait less (a topic's
+   * deprecated `linger.ms`, a tentative batch confirmed late): the object seals or is abandoned
+   * then.
+   */
+  sealAtMs?: number | undefined;
 }
 
 export type SealDecision =
@@ -227,13 +233,22 @@ export class SealingPolicy {
   }
 
   /**
+   * A group's mode as last decided, without deciding again or creating the group: undefined for
+   * a budget no batch was observed with. For those who explain what the produce path chose (the
+   * fetch strip's inline reasons), not for choosing.
+   */
+  currentMode(budgetMs: number): ReplicationMode | undefined {
+    return this.#groups.get(budgetMs)?.mode;
+  }
+
+  /**
    * What to do with a group's open object now: after each append and when the timer set for a
    * `wait` fires. Never later than the oldest batch's budget allows; never an upload that costs
    * more than it saves, unless a batch in it needs the stored copy.
    */
   sealDecision(budgetMs: number, open: OpenObject, nowMs: number): SealDecision {
     if (open.bytes >= this.maxObjectBytes) return { action: 'seal', reason: 'size' };
-    const sealAtMs = open.openedAtMs + this.lingerMs(budgetMs);
+    const sealAtMs = Math.min(open.openedAtMs + this.lingerMs(budgetMs), open.sealAtMs ?? Infinity);
     if (nowMs < sealAtMs) return { action: 'wait', sealAtMs };
     if (open.requiresStore || this.#economics.savingUsd(open.bytes) > 0) {
       return { action: 'seal', reason: 'deadline' };

@@ -2,7 +2,9 @@
 // produced batches of many partitions into WAL objects, seals them by size, linger or flush, and
 // uploads them with bounded concurrency, retries and a deadline. Each append gets a ticket whose
 // `durable` promise says when (and where) the batch is in the object store: the Produce path holds
-// durable-ack responses on it.
+// durable-ack responses on it. With a sealing policy (docs/cost.md) there is one open object per
+// latency budget, sealed when the policy says, and an object that would cost more than it saves is
+// not uploaded: its tickets reject (BELOW_BREAK_EVEN) and its batches replicate inline.
 import { channel } from 'node:diagnostics_channel';
 import {
   WAL_INDEX_ENTRY_SIZE,
@@ -24,6 +26,7 @@ import {
 } from './channels.js';
 import { WalWriteError, type WalWriteErrorKind } from './errors.js';
 import { assertValidKeyPrefix, newWalObjectKey } from './object-key.js';
+import { SEALING_DEFAULTS, type SealingPolicy } from './sealing-policy.js';
 
 export const WAL_WRITER_DEFAULTS = {
   targetBytes: 400_000,
@@ -82,12 +85,27 @@ export interface WalWriterOptions {
   failedAttemptsBeforeDegraded?: number;
   /** A tentative batch neither confirmed nor rejected within this is dropped (UNCONFIRMED). */
   confirmTimeoutMs?: number;
+  /**
+   * When objects seal, and whether they are uploaded at all (docs/cost.md): each latency budget
+   * gets its own open object, lingering as long as the budget allows; at its deadline an object
+   * below break-even is abandoned unless a batch in it requires the store. Without it objects
+   * seal by `lingerMs` and size, and every one is uploaded.
+   */
+  policy?: SealingPolicy;
 }
 
-/** Per-append settings: a topic's own linger and target size. */
+/** Per-append settings: a topic's own budget, linger and target size. */
 export interface WalAppendOptions {
+  /**
+   * The topic's latency budget: batches of different budgets never share an object. With a
+   * policy it sets how long the object may wait (default SEALING_DEFAULTS.latencyBudgetMs).
+   */
+  budgetMs?: number | undefined;
+  /** The batch's linger; with a policy, a cap on the budget's (a topic's deprecated `linger.ms`). */
   lingerMs?: number | undefined;
   targetBytes?: number | undefined;
+  /** The object holding this batch is uploaded whatever it costs (durable ack, `mode=wal`). */
+  requiresStore?: boolean | undefined;
   /**
    * The batch goes into an object only once `confirm()` says the broker appended it; `reject()`
    * (the broker refused it) or `confirmTimeoutMs` without either drops it. Without it the batch
@@ -142,6 +160,10 @@ export interface WalWriterStats {
   batchesRejected: number;
   /** Tentative batches neither confirmed nor refused within confirmTimeoutMs (never stored). */
   batchesUnconfirmed: number;
+  /** Objects the sealing policy did not upload (below break-even at their deadline), their batches and bytes. */
+  objectsAbandoned: number;
+  batchesAbandoned: number;
+  bytesAbandoned: number;
   /** Gauge: tentative batches waiting for their confirmation. */
   tentativeBatches: number;
   /** Gauge: batch bytes appended and not yet stored or failed, abandoned puts' included. */
@@ -157,11 +179,19 @@ type Counters = Omit<
   'pendingBytes' | 'uploadsInFlight' | 'queuedObjects' | 'tentativeBatches'
 >;
 
+/** Where a batch goes and how long it may wait: from its append options. */
+interface Placement {
+  /** The open object's group: the budget, or -1 without one. */
+  group: number;
+  lingerMs: number;
+  targetBytes: number;
+  requiresStore: boolean;
+}
+
 /** A batch appended tentatively, not in any object until confirmed. */
 interface TentativeAppend {
   entry: WalAppendEntry;
-  lingerMs: number;
-  targetBytes: number;
+  placement: Placement;
   appendedAtMs: number;
   location: Deferred<WalLocation>;
   expiry: NodeJS.Timeout;
@@ -175,6 +205,7 @@ interface StoredObject {
 }
 
 interface OpenObject {
+  group: number;
   key: string;
   builder: WalObjectBuilder;
   stored: Deferred<StoredObject>;
@@ -185,8 +216,13 @@ interface OpenObject {
   sealAtMs: number;
   /** Smallest target among its batches. */
   targetBytes: number;
+  /** A batch in it needs the stored copy whatever it costs. */
+  requiresStore: boolean;
   timer: NodeJS.Timeout | undefined;
 }
+
+/** The group of appends without a budget. */
+const NO_BUDGET = -1;
 
 interface SealedObject {
   key: string;
@@ -231,10 +267,12 @@ export class WalWriter {
   readonly #health: StoreHealth | undefined;
   readonly #degradeAfterMs: number;
   readonly #failedAttemptsBeforeDegraded: number;
+  readonly #policy: SealingPolicy | undefined;
   /** Failed store attempts since the last success, across objects. */
   #failedAttemptsInARow = 0;
 
-  #open: OpenObject | undefined;
+  /** The open object of each group (latency budget). */
+  readonly #open = new Map<number, OpenObject>();
   /** Sealed objects waiting for a slot, in seal order. */
   readonly #queue: SealedObject[] = [];
   /** Sealed objects not yet released, for flush() and close(). */
@@ -255,6 +293,9 @@ export class WalWriter {
     refusedOverloaded: 0,
     batchesRejected: 0,
     batchesUnconfirmed: 0,
+    objectsAbandoned: 0,
+    batchesAbandoned: 0,
+    bytesAbandoned: 0,
   };
   readonly #tentative = new Set<TentativeAppend>();
   readonly #confirmTimeoutMs: number;
@@ -292,6 +333,7 @@ export class WalWriter {
     assertValidKeyPrefix(this.#keyPrefix);
     this.#now = options.now ?? (() => Date.now());
     this.#health = options.health;
+    this.#policy = options.policy;
     this.#confirmTimeoutMs = checkInteger(
       options.confirmTimeoutMs ?? d.confirmTimeoutMs,
       'confirmTimeoutMs',
@@ -332,12 +374,10 @@ export class WalWriter {
         `${this.#pendingBytes} bytes wait for the object store; a batch of ${batchBytes} would pass maxPendingBytes (${this.#maxPendingBytes})`,
       );
     }
-    const lingerMs = options.lingerMs === undefined ? this.#lingerMs : checkLingerMs(options.lingerMs);
-    const targetBytes =
-      options.targetBytes === undefined ? this.#targetBytes : checkTargetBytes(options.targetBytes);
+    const placement = this.#placement(options);
     const now = Math.floor(this.#now());
     if (!options.tentative) {
-      const durable = this.#place(entry, lingerMs, targetBytes, now);
+      const durable = this.#place(entry, placement, now);
       durable.catch(noop);
       return { durable, confirm: noop, reject: noop };
     }
@@ -346,8 +386,7 @@ export class WalWriter {
     location.promise.catch(noop);
     const tentative: TentativeAppend = {
       entry,
-      lingerMs,
-      targetBytes,
+      placement,
       appendedAtMs: now,
       location,
       expiry: setTimeout(() => {
@@ -373,11 +412,11 @@ export class WalWriter {
   #confirm(tentative: TentativeAppend): void {
     if (!this.#tentative.delete(tentative)) return;
     clearTimeout(tentative.expiry);
-    const { entry, lingerMs, targetBytes, appendedAtMs, location } = tentative;
+    const { entry, placement, appendedAtMs, location } = tentative;
     this.#pendingBytes -= entry.batch.length;
     let durable: Promise<WalLocation>;
     try {
-      durable = this.#place(entry, lingerMs, targetBytes, appendedAtMs);
+      durable = this.#place(entry, placement, appendedAtMs);
     } catch (err) {
       location.reject(err);
       return;
@@ -392,15 +431,33 @@ export class WalWriter {
     tentative.location.reject(new WalWriteError(kind, `batch dropped from the WAL: ${why}`));
   }
 
+  /** Checks an append's options (RangeError) and resolves them against the writer's and the policy's. */
+  #placement(options: WalAppendOptions): Placement {
+    const own = options.lingerMs === undefined ? undefined : checkLingerMs(options.lingerMs);
+    const targetBytes =
+      options.targetBytes === undefined ? this.#targetBytes : checkTargetBytes(options.targetBytes);
+    const requiresStore = options.requiresStore === true;
+    const policy = this.#policy;
+    const budgetMs = options.budgetMs ?? (policy ? SEALING_DEFAULTS.latencyBudgetMs : undefined);
+    if (budgetMs !== undefined) checkInteger(budgetMs, 'budgetMs', 1);
+    if (policy === undefined || budgetMs === undefined) {
+      return { group: budgetMs ?? NO_BUDGET, lingerMs: own ?? this.#lingerMs, targetBytes, requiresStore };
+    }
+    // The budget's linger, which the topic's own may only shorten: the budget is a promise.
+    const lingerMs = Math.min(own ?? Number.POSITIVE_INFINITY, policy.lingerMs(budgetMs));
+    return { group: budgetMs, lingerMs, targetBytes, requiresStore };
+  }
+
   /**
-   * Adds a batch the broker appended (or that needs no confirmation) to the open object, sealing by
-   * size first; `since` is when its linger started. Throws (and adds nothing) for a batch or topic
-   * the object cannot hold.
+   * Adds a batch the broker appended (or that needs no confirmation) to its group's open object,
+   * sealing by size first; `since` is when its linger started. Throws (and adds nothing) for a
+   * batch or topic the object cannot hold.
    */
-  #place(entry: WalAppendEntry, lingerMs: number, targetBytes: number, since: number): Promise<WalLocation> {
+  #place(entry: WalAppendEntry, placement: Placement, since: number): Promise<WalLocation> {
+    const { group, lingerMs, targetBytes, requiresStore } = placement;
     const batchBytes = entry.batch.length;
     const now = Math.floor(this.#now());
-    let open = this.#open;
+    let open = this.#open.get(group);
     // Seal first rather than let a batch push a non-empty object past its target: objects stay at
     // or under the target, and a batch bigger than the target gets an object of its own.
     if (
@@ -408,16 +465,16 @@ export class WalWriter {
       open.builder.batchCount > 0 &&
       open.builder.size + batchBytes + WAL_INDEX_ENTRY_SIZE > Math.min(open.targetBytes, targetBytes)
     ) {
-      this.#seal('size');
+      this.#seal(open, 'size');
       open = undefined;
     }
-    open ??= this.#openObject(now);
+    open ??= this.#openObject(group, now);
     let position: number;
     try {
       ({ position } = open.builder.append(entry));
     } catch (err) {
       // Nothing was appended; an object opened for this batch alone is dropped, never sealed empty.
-      if (open.builder.batchCount === 0) this.#open = undefined;
+      if (open.builder.batchCount === 0) this.#open.delete(group);
       throw err;
     }
     this.#pendingBytes += batchBytes;
@@ -434,19 +491,74 @@ export class WalWriter {
     );
 
     open.targetBytes = Math.min(open.targetBytes, targetBytes);
+    open.requiresStore ||= requiresStore;
     if (open.builder.size >= open.targetBytes) {
-      this.#seal('size');
+      this.#seal(open, 'size');
     } else if (since + lingerMs < open.sealAtMs) {
+      // Even when the deadline has passed (a batch confirmed late), the seal waits for the next
+      // timer turn: the other batches confirmed by the same answer or fetch join this object.
       open.sealAtMs = since + lingerMs;
       this.#armLinger(open, now);
     }
     return durable;
   }
 
-  /** Seals the open object now and resolves when every object sealed so far has settled its tickets. */
+  /**
+   * At its deadline, with a policy, what to do with a budget group's open object: seal it, or
+   * abandon it when it would cost more than it saves (or wait again, should the timer be early).
+   */
+  #decide(open: OpenObject, now: number): void {
+    const decision = this.#policy!.sealDecision(
+      open.group,
+      {
+        bytes: open.batchBytes,
+        openedAtMs: open.firstAppendAtMs,
+        requiresStore: open.requiresStore,
+        sealAtMs: open.sealAtMs,
+      },
+      now,
+    );
+    if (decision.action === 'wait') {
+      open.sealAtMs = decision.sealAtMs;
+      this.#armLinger(open, now);
+    } else if (decision.action === 'seal') {
+      this.#seal(open, decision.reason === 'size' ? 'size' : 'linger');
+    } else {
+      this.#abandon(open);
+    }
+  }
+
+  /**
+   * Uploads nothing for an object the policy found below break-even: its tickets reject
+   * (BELOW_BREAK_EVEN), so the index forgets its batches and followers get them inline, as stock.
+   */
+  #abandon(open: OpenObject): void {
+    this.#open.delete(open.group);
+    clearTimeout(open.timer);
+    this.#counters.objectsAbandoned++;
+    this.#counters.batchesAbandoned += open.builder.batchCount;
+    this.#counters.bytesAbandoned += open.batchBytes;
+    this.#pendingBytes -= open.batchBytes;
+    open.stored.reject(
+      new WalWriteError(
+        'BELOW_BREAK_EVEN',
+        `WAL object ${open.key} not uploaded: ${open.batchBytes} bytes of ${open.builder.batchCount} batches would cost more than replicating them inline`,
+        { objectKey: open.key },
+      ),
+    );
+  }
+
+  /**
+   * Seals every open object now, whatever its size, and resolves when every object sealed so far
+   * has settled its tickets.
+   */
   async flush(): Promise<void> {
-    this.#seal('flush');
+    this.#sealAll();
     await Promise.all(Array.from(this.#unreleased, (o) => o.settled.promise));
+  }
+
+  #sealAll(): void {
+    for (const open of [...this.#open.values()]) this.#seal(open, 'flush');
   }
 
   /**
@@ -456,12 +568,13 @@ export class WalWriter {
   async close(): Promise<void> {
     this.#closed = true;
     for (const tentative of [...this.#tentative]) this.#drop(tentative, 'CLOSED', 'the WAL writer is closed');
-    this.#seal('flush');
+    this.#sealAll();
     await Promise.all(Array.from(this.#unreleased, (o) => o.released.promise));
   }
 
-  #openObject(now: number): OpenObject {
+  #openObject(group: number, now: number): OpenObject {
     const open: OpenObject = {
+      group,
       key: newWalObjectKey(this.#keyPrefix, this.#brokerId, now),
       builder: new WalObjectBuilder({ writerBrokerId: this.#brokerId, createdAtMs: now }),
       // Settled once for the whole object; every ticket derives its location from it.
@@ -470,9 +583,10 @@ export class WalWriter {
       firstAppendAtMs: now,
       sealAtMs: Number.POSITIVE_INFINITY,
       targetBytes: Number.POSITIVE_INFINITY,
+      requiresStore: false,
       timer: undefined,
     };
-    this.#open = open;
+    this.#open.set(group, open);
     return open;
   }
 
@@ -480,16 +594,18 @@ export class WalWriter {
     clearTimeout(open.timer);
     open.timer = setTimeout(
       () => {
-        if (this.#open === open) this.#seal('linger');
+        if (this.#open.get(open.group) !== open) return;
+        if (this.#policy !== undefined && open.group !== NO_BUDGET)
+          this.#decide(open, Math.floor(this.#now()));
+        else this.#seal(open, 'linger');
       },
       Math.max(0, open.sealAtMs - now),
     );
   }
 
-  #seal(reason: WalSealReason): void {
-    const open = this.#open;
-    if (open === undefined || open.builder.batchCount === 0) return;
-    this.#open = undefined;
+  #seal(open: OpenObject, reason: WalSealReason): void {
+    if (open.builder.batchCount === 0) return;
+    this.#open.delete(open.group);
     clearTimeout(open.timer);
     const now = this.#now();
     const size = open.builder.size;

@@ -390,10 +390,17 @@ export class ZoneProduce {
         }
         let ticket: WalAppendTicket;
         try {
-          // Sealed at once: the producer is waiting for this object, not for more batches.
+          // Sealed at once: the producer is waiting for this object, not for more batches. Stored
+          // whatever the sealing policy would say of its size: what it saves is the produce's hop
+          // across zones, which the policy's replication prices do not see.
           ticket = this.options.writer.append(
             { topicId: topic.topicId, topicName: name!, partition: partition.index, batch },
-            { lingerMs: 0, targetBytes: settings!.targetBytes },
+            {
+              budgetMs: settings!.latencyBudgetMs,
+              lingerMs: 0,
+              targetBytes: settings!.targetBytes,
+              requiresStore: true,
+            },
           );
         } catch {
           bytes.storeUnusable++;

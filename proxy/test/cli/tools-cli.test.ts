@@ -62,9 +62,13 @@ describe('walproxy operator commands', () => {
       '--linger-ms=50',
       '--retention=10m',
       '--residual=0',
+      '--proxy-cpu-seconds-per-gb=35.6',
+      '--wal-cpu-seconds-per-gb=137.1',
     ]);
     expect(ok.code, ok.stderr).toBe(0);
-    expect(ok.stdout).toMatch(/saved per month: \$1,588\.50 \(76\.6 %\)/);
+    expect(ok.stdout).toMatch(
+      /saved per month: \$1,609\.41 \(77\.6 %\); net of relaying: \$1,588\.50 \(76\.6 %\)/,
+    );
     const bad = await run(['cost', '--throughput-mbps=fast', '--zones=0']);
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim().split('\n')).toEqual([

@@ -50,14 +50,39 @@ describe('priceMeasured', () => {
     expect(usd['S3 Express One Zone storage (3600 s each)']).toBeCloseTo((35 * 3_600 * 0.11) / 2_592_000, 12);
     // Cross-zone, no kernel count: inline 2 GB + 1.14 % of the 70 GB referenced = 2.798 GB × $0.02.
     expect(usd['cross-zone (inline bytes + residue, estimated)']).toBeCloseTo(0.05596, 12);
-    // CPU: 5,400 s = 1.5 vCPU-hours × $0.0408 = $0.0612.
-    expect(usd['sidecar CPU']).toBeCloseTo(0.0612, 12);
+    // CPU: 5,400 s = 1.5 vCPU-hours × $0.0408 = $0.0612, no relaying share given: all the WAL path's.
+    expect(usd['sidecar CPU, WAL path']).toBeCloseTo(0.0612, 12);
     const walproxy = 0.1356 + 0.112 + 0.0072 + 0.042 + (35 * 3_600 * 0.11) / 2_592_000 + 0.05596 + 0.0612;
     expect(cost.walproxyUsd).toBeCloseTo(walproxy, 12);
+    expect(cost.proxyUsd).toBe(0);
     expect(cost.savedFraction).toBeCloseTo((1.44 - walproxy) / 1.44, 12);
     // A month is 720 such hours.
     expect(cost.perMonth.savedUsd).toBeCloseTo((1.44 - walproxy) * 720, 9);
     expect(cost).toMatchObject({ crossZoneMeasured: false, cpuMeasured: true });
+  });
+
+  it('keeps the relaying CPU out of the saving, on a line of its own and in the total', () => {
+    // Given 5,400 CPU-s of which 1,800 s relayed bytes (as a stock run through the same sidecars showed)
+    const cost = priceMeasured({ ...HOUR, proxyCpuSeconds: 1_800 }, DEFAULT_PRICES, RF3_3Z);
+    // Then the WAL path is charged 3,600 s = 1 vCPU-hour = $0.0408, relaying 0.5 h = $0.0204
+    expect(cost.walproxy.find((l) => l.key === 'cpu_wal')?.usd).toBeCloseTo(0.0408, 12);
+    expect(cost.proxy).toEqual([
+      {
+        key: 'cpu_proxy',
+        item: 'sidecar CPU, relaying (any proxy in front of the broker)',
+        quantity: 0.5,
+        unit: 'vCPU-hours',
+        usd: 0.0204,
+      },
+    ]);
+    // And the saving is stock less walproxy's replication; the net one takes the relaying off too
+    expect(cost.savedUsd).toBeCloseTo(cost.stockUsd - cost.walproxyUsd, 12);
+    expect(cost.totalUsd).toBeCloseTo(cost.walproxyUsd + 0.0204, 12);
+    expect(cost.netSavedUsd).toBeCloseTo(cost.savedUsd - 0.0204, 12);
+    // And a relaying share above the measured CPU never makes the WAL path's negative
+    const over = priceMeasured({ ...HOUR, proxyCpuSeconds: 9_000 }, DEFAULT_PRICES, RF3_3Z);
+    expect(over.walproxy.find((l) => l.key === 'cpu_wal')?.usd).toBe(0);
+    expect(over.proxyUsd).toBeCloseTo(0.0612, 12);
   });
 
   it('takes the kernel’s cross-zone counts when there are some', () => {
@@ -71,7 +96,7 @@ describe('priceMeasured', () => {
     expect(cost.crossZoneMeasured).toBe(true);
   });
 
-  it('all inline: walproxy pays what stock pays plus its own CPU', () => {
+  it('all inline, every CPU-second relaying: walproxy replication costs what stock does', () => {
     const inline = {
       ...HOUR,
       referencedBytes: 0,
@@ -81,8 +106,9 @@ describe('priceMeasured', () => {
       gets: 0,
       bytesRead: 0,
     };
-    const cost = priceMeasured(inline, DEFAULT_PRICES, RF3_3Z);
-    expect(cost.savedUsd).toBeCloseTo(-0.0612, 12);
+    const cost = priceMeasured({ ...inline, proxyCpuSeconds: 5_400 }, DEFAULT_PRICES, RF3_3Z);
+    expect(cost.savedUsd).toBeCloseTo(0, 12);
+    expect(cost.netSavedUsd).toBeCloseTo(-0.0612, 12);
   });
 
   it('RF 3 over 2 zones: only the follower in another zone counts for stock', () => {
@@ -108,7 +134,7 @@ describe('counters from /metrics', () => {
 
     const result = countersFromScrapes([{ origin: 'a', text }], 60);
     if ('errors' in result) throw new Error(result.errors.join('\n'));
-    expect(result.counters).toEqual({
+    expect(result.counters).toMatchObject({
       durationSec: 60,
       puts: 12,
       bytesUploaded: 3_400_000,
@@ -116,9 +142,10 @@ describe('counters from /metrics', () => {
       bytesRead: 6_800_000,
       referencedBytes: 6_700_000,
       inlineBytes: 100_000,
-      // The sidecar exports no process CPU metric yet.
-      sidecarCpuSeconds: undefined,
     });
+    // And the process's own CPU, as OpenTelemetry names it, with no bytes relayed to charge to relaying
+    expect(result.counters.sidecarCpuSeconds).toBeGreaterThan(0);
+    expect(result.counters.proxyCpuSeconds).toBe(0);
   });
 
   it('sums sidecars, takes the CPU only when every one reports it, and the longest uptime', () => {
@@ -129,6 +156,10 @@ describe('counters from /metrics', () => {
         'walproxy_replication_bytes_total{side="leader",path="referenced"} 1000',
         'walproxy_replication_bytes_total{side="follower",path="referenced"} 999',
         'walproxy_replication_bytes_total{side="leader",path="inline"} 50 1700000000000',
+        // 1 GiB from downstream and 2 GiB from upstream relayed: 1.78 + 2 × 1.00 CPU-s relaying
+        `walproxy_listener_bytes_total{listener="client",direction="from_downstream"} ${2 ** 30}`,
+        `walproxy_listener_bytes_total{listener="replication",direction="from_upstream"} ${2 ** 31}`,
+        `walproxy_listener_bytes_total{listener="replication",direction="to_downstream"} ${2 ** 31}`,
         ...(cpu
           ? ['process_cpu_time_total{cpu_mode="user"} 1.5', 'process_cpu_time_total{cpu_mode="system"} 0.5']
           : []),
@@ -144,6 +175,8 @@ describe('counters from /metrics', () => {
     expect(both).toMatchObject({
       counters: { durationSec: 120, puts: 20, referencedBytes: 2000, inlineBytes: 100, sidecarCpuSeconds: 4 },
     });
+    if ('errors' in both) throw new Error(both.errors.join('\n'));
+    expect(both.counters.proxyCpuSeconds).toBeCloseTo(2 * (1.78 + 2 * 1.0), 12);
     const one = countersFromScrapes(
       [
         { origin: 'a', text: scrape(true, 100) },
@@ -173,11 +206,11 @@ describe('counters from /metrics', () => {
 
   it('takes a JSON counters file, strictly', () => {
     expect(countersFromJson({ ...HOUR, crossZoneBytes: 1 }, 'c.json')).toEqual({
-      counters: { ...HOUR, crossZoneBytes: 1, stockCrossZoneBytes: undefined },
+      counters: { ...HOUR, crossZoneBytes: 1, stockCrossZoneBytes: undefined, proxyCpuSeconds: undefined },
     });
     expect(countersFromJson({ ...HOUR, puts: -1, bytes: 3 }, 'c.json')).toEqual({
       errors: [
-        'c.json: unknown counter "bytes" (known: durationSec, referencedBytes, inlineBytes, puts, bytesUploaded, gets, bytesRead, sidecarCpuSeconds, crossZoneBytes, stockCrossZoneBytes)',
+        'c.json: unknown counter "bytes" (known: durationSec, referencedBytes, inlineBytes, puts, bytesUploaded, gets, bytesRead, sidecarCpuSeconds, proxyCpuSeconds, crossZoneBytes, stockCrossZoneBytes)',
         'c.json: "puts" must be a number >= 0, got -1',
       ],
     });
@@ -211,11 +244,14 @@ describe('walproxy cost --from-metrics', () => {
     if ('errors' in flags) throw new Error(flags.errors.join('\n'));
     const loaded = await loadCounters(flags.parsed.sources, flags.parsed.durationSec);
     if ('errors' in loaded) throw new Error(loaded.errors.join('\n'));
-    expect(loaded.counters).toEqual({ ...HOUR });
+    // No listener bytes in the scrape: nothing is charged to relaying
+    expect(loaded.counters).toEqual({ ...HOUR, proxyCpuSeconds: 0 });
     const cost = priceMeasured(loaded.counters, DEFAULT_PRICES, flags.parsed.layout);
     const text = formatMeasured(1, loaded.counters, flags.parsed.layout, DEFAULT_PRICES, cost);
     console.log(text);
-    expect(text).toMatch(/^saved: \$1\.02 this run, \$734\.90 per month at its rate \(70\.9 % of stock\)$/m);
+    expect(text).toMatch(
+      /^saved: \$1\.02 this run, \$734\.90 per month at its rate \(70\.9 % of stock\); net of relaying \$734\.90 per month$/m,
+    );
     expect(text).toContain('cross-zone bytes estimated');
     expect(text).not.toContain('NOT MEASURED');
   });

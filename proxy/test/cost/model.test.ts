@@ -18,10 +18,13 @@ describe('walproxy cost', () => {
       brokers: '1',
       retention: '10m',
       residual: '0',
+      // The CPU figures of the replication benchmark of 2026-11-30 (the defaults then).
+      'proxy-cpu-seconds-per-gb': '35.6',
+      'wal-cpu-seconds-per-gb': '137.1',
     });
     if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
     const cost = computeCost(parsed.parsed.inputs, DEFAULT_PRICES);
-    const usd = Object.fromEntries(cost.walproxy.map((l) => [l.item, l.usd]));
+    const usd = Object.fromEntries([...cost.walproxy, ...cost.proxy].map((l) => [l.item, l.usd]));
 
     // A 30-day month is 2,592,000 s; 20 MB/s × 2,592,000 s = 51,840 GB produced.
     expect(cost.producedGbPerMonth).toBeCloseTo(51_840, 6);
@@ -38,13 +41,16 @@ describe('walproxy cost', () => {
     expect(usd['S3E1Z retrieval (followers)']).toBeCloseTo(62.208, 6);
     // Storage: 20 MB/s × 600 s = 12 GB held × $0.11/GB-month = $1.32
     expect(usd['S3E1Z storage (retention)']).toBeCloseTo(1.32, 6);
-    // Sidecar CPU at $0.0408 per vCPU-hour: proxying 35.6 s/GB × 51,840 GB = 512.64 h → $20.9157;
-    // the WAL path (172.7 − 35.6) = 137.1 s/GB → 1,974.24 h → $80.5490
-    expect(usd['sidecar CPU, proxying']).toBeCloseTo(20.915712, 6);
+    // Sidecar CPU at $0.0408 per vCPU-hour: the WAL path 137.1 s/GB × 51,840 GB = 1,974.24 h →
+    // $80.5490; relaying (any proxy, not in the saving) 35.6 s/GB → 512.64 h → $20.9157
     expect(usd['sidecar CPU, WAL path']).toBeCloseTo(80.548992, 6);
-    // Total 146.448 + 165.888 + 7.776 + 62.208 + 1.32 + 20.915712 + 80.548992 = $485.104704
-    expect(cost.walproxyUsd).toBeCloseTo(485.104704, 6);
-    expect(cost.savedUsd).toBeCloseTo(2_073.6 - 485.104704, 6);
+    expect(usd['sidecar CPU, relaying (any proxy in front of the broker)']).toBeCloseTo(20.915712, 6);
+    // walproxy's replication 146.448 + 165.888 + 7.776 + 62.208 + 1.32 + 80.548992 = $464.188992
+    expect(cost.walproxyUsd).toBeCloseTo(464.188992, 6);
+    expect(cost.savedUsd).toBeCloseTo(2_073.6 - 464.188992, 6);
+    // And with the relaying: $485.104704 in all
+    expect(cost.totalUsd).toBeCloseTo(485.104704, 6);
+    expect(cost.netSavedUsd).toBeCloseTo(2_073.6 - 485.104704, 6);
 
     // Break-even object size: request cost per object (0.00113 + 2 × 0.00003) / 1,000 = $1.19e-6,
     // divided by the saving per byte (0.04 − 0.0032 − 2 × 0.0006 − 0.11 × 600 / 2,592,000
@@ -53,10 +59,9 @@ describe('walproxy cost', () => {
     expect(cost.breakEvenObjectBytes).toBeCloseTo(1.19e-6 / perByte, 3);
     expect(Math.round(cost.breakEvenObjectBytes!)).toBe(34_979);
     // Break-even throughput: the 50 ms linger seals at least 20 objects/s whatever the rate, a fixed
-    // $1.19e-6 × 20 = $2.38e-5 per second; the rate whose per-byte saving, less the proxying CPU
-    // (35.6 × 0.0408 / 3,600 / 1e9 per byte), pays that: ≈ 0.71 MB/s
-    const withProxy = perByte - (35.6 * 0.0408) / 3600 / 1e9;
-    expect(cost.breakEvenBytesPerSec).toBeCloseTo(2.38e-5 / withProxy, 0);
+    // $1.19e-6 × 20 = $2.38e-5 per second; the rate whose per-byte saving pays that: ≈ 0.70 MB/s
+    // (the relaying CPU is paid inline too, so it moves no break-even)
+    expect(cost.breakEvenBytesPerSec).toBeCloseTo(2.38e-5 / perByte, 0);
   });
 
   it('counts followers in other zones with replicas spread round-robin', () => {
@@ -123,12 +128,14 @@ describe('walproxy cost', () => {
     const busy = at('30');
     expect(busy.policy?.state).toMatchObject({ mode: 'wal', lingerMs: 30, objectBytes: 300_000 });
     expect(busy.cost.effectiveObjectBytes).toBeCloseTo(300_000, 6);
-    // 0.3 MB/s: 3 KB objects would not pay; walproxy pays the stock transfer and its proxying CPU.
+    // 0.3 MB/s: 3 KB objects would not pay; walproxy's replication is stock's, saving exactly 0,
+    // and only the relaying CPU comes on top.
     const quiet = at('0.3');
     expect(quiet.policy?.state.mode).toBe('inline');
     expect(quiet.cost.objectsPerSecond).toBe(0);
-    const cpu = quiet.cost.walproxy.find((l) => l.item === 'sidecar CPU, proxying')!.usd;
-    expect(quiet.cost.walproxyUsd).toBeCloseTo(quiet.cost.stockUsd + cpu, 9);
+    expect(quiet.cost.walproxyUsd).toBeCloseTo(quiet.cost.stockUsd, 9);
+    expect(quiet.cost.savedUsd).toBeCloseTo(0, 9);
+    expect(quiet.cost.netSavedUsd).toBeCloseTo(-quiet.cost.proxyUsd, 9);
   });
 
   it('reports every bad flag at once, by name', () => {

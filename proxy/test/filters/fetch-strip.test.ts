@@ -806,6 +806,63 @@ describe('FetchStripFilter inline reasons by topic', () => {
   });
 });
 
+describe('FetchStripFilter inline reasons under the sealing policy', () => {
+  it('counts a mode=auto topic’s missing batches as groupInline while its budget group replicates inline, as notInWal while it goes through the WAL', async () => {
+    // Given wal-auto (mode=auto, budget 50 ms), wal-acked (mode=auto, durable ack, budget 25 ms)
+    // and wal-busy (mode=auto, budget 100 ms); groups 50 and 25 inline, group 100 in the WAL
+    const ids = { 'wal-auto': TOPIC_ID, 'wal-acked': 'bb'.repeat(16), 'wal-busy': 'cc'.repeat(16) };
+    const names = new Map(Object.entries(ids).map(([name, id]) => [id, name]));
+    const policy = new TopicPolicy(
+      {
+        wal: false,
+        latencyBudgetMs: 50,
+        targetBytes: 400_000,
+        durableAck: false,
+        mode: 'auto',
+        maxHoldMs: 0,
+        zoneLocal: false,
+      },
+      [
+        { pattern: 'wal-*', settings: { wal: true } },
+        { pattern: 'wal-acked', settings: { durableAck: true, latencyBudgetMs: 25 } },
+        { pattern: 'wal-busy', settings: { latencyBudgetMs: 100 } },
+      ],
+    );
+    const modes = new Map<number, 'wal' | 'inline'>([
+      [50, 'inline'],
+      [25, 'inline'],
+      [100, 'wal'],
+    ]);
+    const filter = new FetchStripFilter({
+      index: new WalBatchIndex(),
+      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
+      maxHoldMs: 0,
+      policy,
+      sealing: { currentMode: (budgetMs: number) => modes.get(budgetMs) },
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    const batchOf = (seed: number) => asStored(sampleBatch(0n, 2, 50, seed), 0n);
+    const { body } = fetchResponse(batchOf(1));
+    const template = body.responses[0]!.partitions[0]!;
+    body.responses.push(
+      { topicId: ids['wal-acked'], partitions: [{ ...template, records: batchOf(2) }] },
+      { topicId: ids['wal-busy'], partitions: [{ ...template, records: batchOf(3) }] },
+    );
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When a marked fetch gets one batch of each, none of them in the index
+    await filter.onResponse(
+      i,
+      frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]),
+    );
+    // Then the inline group's batch is by design; the durable-ack topic's (always copied) and the
+    // WAL group's are fallbacks
+    expect(filter.stats.inline).toMatchObject({ groupInline: 1, notInWal: 2 });
+    expect(filter.stats.inlineBytesByReason.groupInline).toBe(batchOf(1).length);
+  });
+});
+
 describe('FetchStripFilter and tracing', () => {
   const upload = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1 };
 

@@ -16,8 +16,9 @@ import { TopicNames } from '../../src/metadata/topic-names.js';
 import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
-import { TopicPolicy } from '../../src/topics/topic-policy.js';
+import { type TopicMode, TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalWriter } from '../../src/wal/index.js';
+import { type ReplicationMode, SealingPolicy } from '../../src/wal/sealing-policy.js';
 import { MemoryObjectStore } from '../wal/memory-store.js';
 
 const TOPIC_ID = '0123456789abcdef0123456789abcdef';
@@ -98,10 +99,17 @@ function setup(
     resolveLater?: Promise<void>;
     durableAck?: boolean;
     health?: StoreHealth;
+    sealing?: SealingPolicy;
+    mode?: TopicMode;
   } = {},
 ) {
   const store = new MemoryObjectStore();
-  const writer = new WalWriter({ store, brokerId: 1, lingerMs: 5 });
+  const writer = new WalWriter({
+    store,
+    brokerId: 1,
+    lingerMs: 5,
+    ...(options.sealing ? { policy: options.sealing } : {}),
+  });
   const names = options.names ?? new Map<string, string>();
   const topicNames = {
     nameOf: (id: string) => names.get(id),
@@ -116,10 +124,11 @@ function setup(
   const policy = new TopicPolicy(
     {
       wal: false,
+      latencyBudgetMs: 50,
       lingerMs: 5,
       targetBytes: 400_000,
       durableAck: options.durableAck ?? true,
-      mode: 'wal',
+      mode: options.mode ?? 'wal',
       maxHoldMs: 200,
     },
     [{ pattern: 'wal-*', settings: { wal: true } }],
@@ -130,9 +139,31 @@ function setup(
     topicNames,
     publisher,
     ...(options.health ? { health: options.health } : {}),
+    ...(options.sealing ? { sealing: options.sealing } : {}),
     log: createLogger('silent'),
   });
   return { store, writer, filter, published, names };
+}
+
+/** A sealing policy whose groups are in `mode`, recording what it was shown. */
+function sealingIn(mode: ReplicationMode) {
+  const observed: Array<{ budgetMs: number; bytes: number }> = [];
+  // Objects under 10,000 bytes cost more than they save.
+  const policy = new SealingPolicy({
+    economics: {
+      breakEvenObjectBytes: 10_000,
+      savingUsd: (bytes) => bytes - 10_000,
+      savingPerByte: (bytes) => (bytes - 10_000) / bytes,
+      stockUsdPerByte: 1,
+    },
+  });
+  const realObserve = policy.observe.bind(policy);
+  policy.observe = (budgetMs, bytes, nowMs) => {
+    observed.push({ budgetMs, bytes });
+    realObserve(budgetMs, bytes, nowMs);
+  };
+  policy.mode = () => mode;
+  return { policy, observed };
 }
 
 const info = (version: number): RequestInfo => ({
@@ -290,6 +321,70 @@ describe('ProduceWalFilter', () => {
       filter.onRequest(info(9), produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
       expect(writer.stats.pendingBytes).toBeGreaterThan(0);
       expect(filter.stats.batchesCopied).toBe(1);
+    });
+  });
+
+  describe('with the sealing policy (mode=auto)', () => {
+    it('copies nothing while the topic’s budget group replicates inline, and still shows the policy every batch', () => {
+      // Given a mode=auto topic without durable ack whose budget group is inline
+      const { policy, observed } = sealingIn('inline');
+      const { filter, writer } = setup({ sealing: policy, mode: 'auto', durableAck: false });
+      const batch = makeBatch({ records: Buffer.alloc(500) });
+      const i = info(9);
+      // When a Produce passes
+      filter.onRequest(i, produceRequest(9, -1, { name: 'wal-orders' }, batch));
+      // Then the batch is not copied, and counted as inline
+      expect(writer.stats.pendingBytes).toBe(0);
+      expect(filter.stats).toMatchObject({
+        batchesCopied: 0,
+        batchesNotCopiedInlineMode: 1,
+        bytesNotCopiedInlineMode: batch.length,
+      });
+      // And the policy saw it (the group's rate decides when it goes back to the WAL)
+      expect(observed).toEqual([{ budgetMs: 50, bytes: batch.length }]);
+      const response = produceResponse(9, { name: 'wal-orders' }, 3n);
+      expect(filter.onResponse(i, response)).toBe(response);
+    });
+
+    it('copies the batches while the group goes through the WAL', () => {
+      const { policy, observed } = sealingIn('wal');
+      const { filter, writer } = setup({ sealing: policy, mode: 'auto', durableAck: false });
+      filter.onRequest(info(9), produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
+      expect(filter.stats).toMatchObject({ batchesCopied: 1, batchesNotCopiedInlineMode: 0 });
+      expect(writer.stats.tentativeBatches).toBe(1);
+      expect(observed).toHaveLength(1);
+    });
+
+    it.each([
+      ['a durable-ack topic', { mode: 'auto' as const, durableAck: true }],
+      ['a mode=wal topic', { mode: 'wal' as const, durableAck: false }],
+    ])('copies %s in an inline group and stores its small object whatever it costs', async (_, topic) => {
+      // Given an inline group and a batch far below break-even
+      const { policy } = sealingIn('inline');
+      const { filter, store } = setup({ sealing: policy, ...topic });
+      const i = info(9);
+      filter.onRequest(i, produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
+      expect(filter.stats.batchesCopied).toBe(1);
+      // When the broker appended it and the budget's deadline passed (50 − 20 = 30 ms)
+      await filter.onResponse(i, produceResponse(9, { name: 'wal-orders' }, 0n));
+      await new Promise((r) => setTimeout(r, 40));
+      // Then it was uploaded
+      expect(store.objects.size).toBe(1);
+    });
+
+    it('lets a mode=auto batch’s small object go un-uploaded: its ticket says why, nothing is stored', async () => {
+      // Given a group in the WAL and one small batch of a mode=auto topic
+      const { policy } = sealingIn('wal');
+      const { filter, store, writer } = setup({ sealing: policy, mode: 'auto', durableAck: false });
+      const i = info(9);
+      filter.onRequest(i, produceRequest(9, -1, { name: 'wal-orders' }, makeBatch()));
+      // When the broker appended it, the response goes at once (no durable ack)
+      const response = produceResponse(9, { name: 'wal-orders' }, 0n);
+      expect(filter.onResponse(i, response)).toBe(response);
+      // Then at the deadline the object is abandoned, not uploaded
+      await new Promise((r) => setTimeout(r, 40));
+      expect(store.objects.size).toBe(0);
+      expect(writer.stats.objectsAbandoned).toBe(1);
     });
   });
 

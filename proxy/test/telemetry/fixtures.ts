@@ -18,9 +18,15 @@ export function fakeSources() {
     batchesCopied: 0,
     bytesCopied: 0,
     durableAckFailures: 0,
+    durableAckFailuresAfterAppend: 0,
+    batchesNotCopiedStoreDegraded: 0,
+    bytesNotCopiedStoreDegraded: 0,
+    batchesNotCopiedInlineMode: 0,
+    bytesNotCopiedInlineMode: 0,
     unknownTopicIds: 0,
     unsupportedVersions: 0,
     batchesNotCopied: 0,
+    partitionsNotCopied: 0,
   };
   const fetchStrip: FetchStripStats = newFetchStripStats();
 
@@ -38,6 +44,12 @@ export function fakeSources() {
     sealedByLinger: 0,
     sealedByFlush: 0,
     refusedOverloaded: 0,
+    batchesRejected: 0,
+    batchesUnconfirmed: 0,
+    tentativeBatches: 0,
+    objectsAbandoned: 0,
+    batchesAbandoned: 0,
+    bytesAbandoned: 0,
     pendingBytes: 0,
     uploadsInFlight: 0,
     queuedObjects: 0,

@@ -23,17 +23,22 @@ describe('--topic-config', () => {
       pattern: 'orders-*',
       settings: { zoneLocal: true },
     });
+    expect(parseTopicConfig('x:mode=auto')).toEqual({ pattern: 'x', settings: { mode: 'auto' } });
+    expect(parseTopicConfig('x:latency.budget.ms=25')).toEqual({
+      pattern: 'x',
+      settings: { latencyBudgetMs: 25 },
+    });
   });
 
   it('names what is wrong', () => {
     expect(parseTopicConfig('orders')).toBe("'orders' is not <topic-or-glob>:<key>=<value>");
     expect(parseTopicConfig('o:color=red')).toMatch(
-      /^'color' in 'o:color=red' is not one of linger.ms, target.bytes, durable.ack, max.hold.ms, wal, mode, zone.local$/,
+      /^'color' in 'o:color=red' is not one of linger.ms, target.bytes, durable.ack, max.hold.ms, wal, mode, zone.local, latency.budget.ms$/,
     );
     expect(parseTopicConfig('o:linger.ms=-1')).toBe(
       "linger.ms in 'o:linger.ms=-1': '-1' is not a whole number from 0 to 60000",
     );
-    expect(parseTopicConfig('o:mode=fast')).toBe("mode in 'o:mode=fast': 'fast' is not wal or inline");
+    expect(parseTopicConfig('o:mode=fast')).toBe("mode in 'o:mode=fast': 'fast' is not auto, wal, inline");
   });
 });
 

@@ -432,6 +432,17 @@ describe('SealingPolicy decisions', () => {
     expect(p.lingerMs(50)).toBe(50 - 40 - SEALING_DEFAULTS.timerSlackMs);
   });
 
+  it('tells a group’s current mode without deciding or creating one', () => {
+    // Given a policy that has seen no batch of budget 50
+    const p = new SealingPolicy({ economics });
+    // Then it knows no mode for it, and asking creates no group
+    expect(p.currentMode(50)).toBeUndefined();
+    expect(p.stats(0)).toEqual([]);
+    // When a batch of that budget arrives, the new group starts inline (never worse than stock)
+    p.observe(50, 1_000, 0);
+    expect(p.currentMode(50)).toBe('inline');
+  });
+
   it('refuses thresholds without a band', () => {
     expect(
       () => new SealingPolicy({ economics, walAtBreakEvenMultiple: 1.05, inlineBelowBreakEvenMultiple: 1.1 }),

@@ -25,9 +25,10 @@ import type { TopicNames } from '../../src/metadata/topic-names.js';
 import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
 import type { FilterConnection, RequestDecision, RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
-import { TopicPolicy } from '../../src/topics/topic-policy.js';
+import { TopicPolicy, type TopicSettings } from '../../src/topics/topic-policy.js';
 import { WalBatchIndex } from '../../src/wal/batch-index.js';
 import { WalRangeReader } from '../../src/wal/range-reader.js';
+import { SealingPolicy } from '../../src/wal/sealing-policy.js';
 import { WalWriter } from '../../src/wal/wal-writer.js';
 import { ProduceFillFilter } from '../../src/zone/produce-fill.js';
 import type { ZoneConfig } from '../../src/zone/zone-config.js';
@@ -60,6 +61,7 @@ const zoneConfig: ZoneConfig = {
 
 const settings = {
   wal: false,
+  latencyBudgetMs: 50,
   lingerMs: 10,
   targetBytes: 400_000,
   durableAck: true,
@@ -156,14 +158,39 @@ function forwarded(decision: RequestDecision): Buffer {
   return decision.frame;
 }
 
+/** A sealing policy under which no object pays (break-even at 10 MB): every group stays inline. */
+function nothingPays(): SealingPolicy {
+  return new SealingPolicy({
+    economics: {
+      breakEvenObjectBytes: 10_000_000,
+      savingUsd: (bytes) => bytes - 10_000_000,
+      savingPerByte: (bytes) => (bytes - 10_000_000) / bytes,
+      stockUsdPerByte: 1,
+    },
+  });
+}
+
 function setup(
-  options: { now?: () => number; leaderZone?: string; readable?: boolean; storeTimeoutMs?: number } = {},
+  options: {
+    now?: () => number;
+    leaderZone?: string;
+    readable?: boolean;
+    storeTimeoutMs?: number;
+    /** Both sidecars' writers (and the leader's WAL filter) under a sealing policy. */
+    sealing?: () => SealingPolicy;
+    /** More settings of the zl-* topics. */
+    zoneLocalTopics?: Partial<TopicSettings>;
+  } = {},
 ) {
   // S_Z: its zone-a store, WAL writer, policy and the zone egress filter towards leader 2
   const zoneStore = new MemoryObjectStore();
-  const writer = new WalWriter({ store: zoneStore, brokerId: 1 });
+  const writer = new WalWriter({
+    store: zoneStore,
+    brokerId: 1,
+    ...(options.sealing ? { policy: options.sealing() } : {}),
+  });
   const policy = new TopicPolicy(settings, [
-    { pattern: 'zl-*', settings: { wal: true, zoneLocal: true } },
+    { pattern: 'zl-*', settings: { wal: true, zoneLocal: true, ...options.zoneLocalTopics } },
     { pattern: 'wal-*', settings: { wal: true } },
   ]);
   const names = new Map([[TOPIC_ID, 'zl-by-id']]);
@@ -191,7 +218,12 @@ function setup(
 
   // S_L: reads zone-a's store, fills, and its own WAL filter indexes what it filled
   const leaderStore = new MemoryObjectStore();
-  const leaderWriter = new WalWriter({ store: leaderStore, brokerId: 2 });
+  const leaderSealing = options.sealing?.();
+  const leaderWriter = new WalWriter({
+    store: leaderStore,
+    brokerId: 2,
+    ...(leaderSealing ? { policy: leaderSealing } : {}),
+  });
   const reader = new WalRangeReader({ store: zoneStore });
   const fill = new ProduceFillFilter({
     readerFor: (url) => (options.readable === false || url !== ZONE_A_STORE ? undefined : reader),
@@ -206,6 +238,7 @@ function setup(
     topicNames,
     publisher: { publish: (p: WalPiece) => published.push(p) } as unknown as WalMetadataPublisher,
     storedElsewhere: (i, t, p) => fill.storedElsewhere(i, t, p),
+    ...(leaderSealing ? { sealing: leaderSealing } : {}),
     log,
   });
   const ingressConnection: FilterConnection = { log };
@@ -229,6 +262,7 @@ function setup(
     egress,
     fill,
     walFilter,
+    leaderSealing,
     index,
     published,
     health,
@@ -371,6 +405,34 @@ describe('zone-local produce: references between sidecars', () => {
     logBatch.writeInt32BE(4, 12);
     const found = s.index.lookup('zl-orders', 0, recordBatchAt(logBatch, 0) as RecordBatch);
     expect(found.found?.location).toMatchObject({ store: ZONE_A_STORE, objectKey: key });
+  });
+
+  it('stores zone-local objects whatever the sealing policy says of their size, and the leader indexes them whatever its group’s mode', async () => {
+    // Given both sidecars under a sealing policy no object pays under, and a mode=auto topic
+    // without durable ack (its leader-side group replicates inline)
+    const s = setup({ sealing: nothingPays, zoneLocalTopics: { mode: 'auto', durableAck: false } });
+    const topic = { name: 'zl-orders' };
+    await accepted(s, topic);
+    // When a produce of one small batch passes the producer's zone sidecar
+    const i = info(9);
+    const request = produce(i, [{ topic, batches: [batch(1)] }]);
+    const sent = await s.throughZone(i, request);
+    // Then its object is stored in zone-a (what it saves is the produce's hop, which the policy
+    // does not price) and a reference crosses the zone
+    expect(s.zoneStore.objects.size).toBe(1);
+    expect(s.writer.stats.objectsAbandoned).toBe(0);
+    expect(partitionRecords(i, sent).every(isProduceReference)).toBe(true);
+    // And the leader fills it and indexes it where it is, without showing it to its policy
+    const toBroker = forwarded(await s.throughLeader(i, sent));
+    expect(toBroker.equals(request)).toBe(true);
+    await s.walFilter.onResponse(i, answer(i, toBroker));
+    expect(s.walFilter.stats).toMatchObject({ batchesStoredElsewhere: 1, batchesNotCopiedInlineMode: 0 });
+    expect(s.leaderSealing!.stats(Date.now())).toEqual([]);
+    const logBatch = Buffer.from(batch(1));
+    logBatch.writeBigInt64BE(100n, 0);
+    logBatch.writeInt32BE(4, 12);
+    const found = s.index.lookup('zl-orders', 0, recordBatchAt(logBatch, 0) as RecordBatch);
+    expect(found.found?.location).toMatchObject({ store: ZONE_A_STORE });
   });
 
   it('keeps bytes for topics not zone-local, acks=0, a degraded store, and a leader in its own zone', async () => {

@@ -11,11 +11,13 @@ export const ALERT_GROUP = 'walproxy';
 /**
  * Inline reasons that are not a fallback: control batches (transaction markers, never produced),
  * batches of topics that do not use the WAL (`topic_not_in_wal`: plain topics, __consumer_offsets,
- * the WAL metadata topic) or that a topic's mode=inline keeps stock (`mode_inline`), and
- * partitions the follower side asked inline for (`requested_inline`: its own fallback, which the
- * fill alerts count). `not_in_wal`, a WAL topic's batch the index does not have, is a fallback.
+ * the WAL metadata topic), that a topic's mode=inline keeps stock (`mode_inline`) or that the
+ * sealing policy keeps stock while a mode=auto topic's budget group would not pay for its objects
+ * (`group_inline`), and partitions the follower side asked inline for (`requested_inline`: its own
+ * fallback, which the fill alerts count). `not_in_wal`, a WAL topic's batch the index does not
+ * have, is a fallback.
  */
-const NOT_A_FALLBACK = 'control|requested_inline|topic_not_in_wal|mode_inline';
+const NOT_A_FALLBACK = 'control|requested_inline|topic_not_in_wal|mode_inline|group_inline';
 
 export const ALERTS: readonly AlertSpec[] = [
   {
@@ -146,13 +148,13 @@ export const ALERTS: readonly AlertSpec[] = [
   {
     alert: 'WalproxySavingNegative',
     value: () =>
-      'sum(increase(walproxy_cost_saved_usd_total[1h])) - sum(increase(walproxy_cost_spent_usd_total[1h]))',
+      'sum(increase(walproxy_cost_stock_total[1h])) - sum(increase(walproxy_cost_spent_total{item!="cpu_proxy"}[1h]))',
     condition: '< 0',
     for: '1h',
     severity: 'warning',
     summary: 'walproxy costs more than stock replication',
     description:
-      'Over the last hour walproxy spent {{ $value | humanize }} USD more than the cross-zone transfer it avoided. A longer linger or inline replication for quiet topics lowers the cost.',
+      "Over the last hour walproxy's replication cost {{ $value | humanize }} USD more than stock replication of the same bytes would have (relaying CPU not counted). mode=auto keeps groups whose objects would not pay inline; topics set to mode=wal or durable.ack=true pay for their objects whatever they cost. A longer latency.budget.ms, or mode=auto for quiet topics, lowers the cost.",
   },
 ];
 

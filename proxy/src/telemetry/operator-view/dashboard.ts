@@ -46,13 +46,13 @@ const overview: RowSpec = {
     {
       title: 'Net saving',
       description:
-        'Dollars per hour: cross-zone transfer avoided minus what walproxy spent (store requests and storage, sidecar CPU), priced from the measured counters. Negative: walproxy costs more than stock replication at this rate.',
+        "Dollars per hour: what stock replication of the replicated bytes would cost minus what walproxy's replication spent (store requests, storage, cross-zone residue, the WAL path's CPU), priced from each sidecar's counters (docs/cost.md, what a saving is; relaying CPU is not in it). Negative: walproxy costs more than stock replication at this rate.",
       kind: 'stat',
       unit: 'currencyUSD',
       redBelow: 0,
       queries: [
         {
-          expr: `3600 * (sum(${rate('walproxy_cost_saved_usd_total')}) - sum(${rate('walproxy_cost_spent_usd_total')}))`,
+          expr: `3600 * (sum(${rate('walproxy_cost_stock_total')}) - sum(${rate('walproxy_cost_spent_total', 'item!="cpu_proxy"')}))`,
           legend: 'saved per hour',
         },
       ],
@@ -156,7 +156,7 @@ const replication: RowSpec = {
     {
       title: 'Inline batches by reason (leader side)',
       description:
-        "Why batches of follower fetches went inline: `control`, `topic_not_in_wal` (topics that do not use the WAL) and `mode_inline` (topics set to mode=inline) are by design, `requested_inline` follows a fill fallback; `not_in_wal` (a WAL topic's batch missing from the WAL), `not_stored_in_time`, `rewritten_by_broker` and store reasons mean the WAL path is not carrying a WAL topic.",
+        "Why batches of follower fetches went inline: `control`, `topic_not_in_wal` (topics that do not use the WAL), `mode_inline` (topics set to mode=inline) and `group_inline` (mode=auto topics whose budget group replicates inline: the sealing policy) are by design, `requested_inline` follows a fill fallback; `not_in_wal` (a WAL topic's batch missing from the WAL), `not_stored_in_time`, `rewritten_by_broker` and store reasons mean the WAL path is not carrying a WAL topic.",
       kind: 'timeseries',
       unit: 'ops',
       queries: [
@@ -384,15 +384,22 @@ const cost: RowSpec = {
   title: 'Cost',
   panels: [
     {
-      title: 'Dollars saved vs spent',
+      title: 'Dollars: stock vs walproxy',
       description:
-        'Per hour: cross-zone transfer avoided (saved) and store requests, storage and sidecar CPU (spent), priced from the measured counters.',
+        "Per hour, priced from each sidecar's counters: stock replication of the replicated bytes (what it would cost), walproxy's replication (store requests, storage, cross-zone residue, the WAL path's CPU: the saving is the difference) and the relaying CPU any proxy in front of the broker costs (not in the saving).",
       kind: 'timeseries',
       unit: 'currencyUSD',
       width: 24,
       queries: [
-        { expr: `3600 * sum(${rate('walproxy_cost_saved_usd_total')})`, legend: 'saved per hour' },
-        { expr: `3600 * sum(${rate('walproxy_cost_spent_usd_total')})`, legend: 'spent per hour' },
+        { expr: `3600 * sum(${rate('walproxy_cost_stock_total')})`, legend: 'stock per hour' },
+        {
+          expr: `3600 * sum(${rate('walproxy_cost_spent_total', 'item!="cpu_proxy"')})`,
+          legend: 'walproxy per hour',
+        },
+        {
+          expr: `3600 * sum(${rate('walproxy_cost_spent_total', 'item="cpu_proxy"')})`,
+          legend: 'relaying per hour',
+        },
       ],
     },
   ],

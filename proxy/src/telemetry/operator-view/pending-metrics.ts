@@ -2,8 +2,6 @@
 // written against the names the open issues give, and the e2e test skips exactly these (with the
 // reason below). Remove an entry when its metric lands; the test then checks it on /metrics.
 export const PENDING_METRICS: Readonly<Record<string, string>> = {
-  walproxy_store_healthy:
-    'issue #12 (sidecar lifecycle): the store-health gauge, 1 while the WAL store may be used',
   walproxy_fetch_fill_deadline_misses_total:
     'issue #12 (follower side): fills that missed their per-partition deadline',
   walproxy_wal_reader_get_duration_bucket:
@@ -12,10 +10,6 @@ export const PENDING_METRICS: Readonly<Record<string, string>> = {
     'issue #12 (bounded memory): the bytes the sidecar accounts for (index, caches, queues)',
   walproxy_memory_limit_bytes:
     'issue #12 (bounded memory): the bound derived from the memory-limit flag or the cgroup',
-  walproxy_cost_saved_usd_total:
-    'issue #14 (cost-aware replication): dollars of cross-zone transfer avoided, priced live',
-  walproxy_cost_spent_usd_total:
-    'issue #14 (cost-aware replication): dollars spent on the store and sidecar CPU, priced live',
 };
 
 /**
