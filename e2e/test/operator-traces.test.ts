@@ -13,7 +13,8 @@ import { type Zone, ZoneNetwork } from '../src/net/zone-network.js';
 import { type MotoServer, startMoto } from '../src/s3/moto.js';
 import { Jaeger, type JaegerSpan } from '../src/tracing/jaeger.js';
 
-const TOPIC = 'wal-traces';
+// A durable-ack topic (wal-settings.ts): the trace shows the ack waiting for the upload.
+const TOPIC = 'wal-durable-traces';
 const tag = (span: JaegerSpan, key: string) => span.tags.find((t) => t.key === key)?.value;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const services = BROKER_IDS.map((id) => `walproxy-${id}`);
@@ -74,7 +75,7 @@ describe('traces of a WAL produce in Jaeger', () => {
     // Given a WAL topic, one partition, on three brokers in three zones
     await createTopic(cluster!.bootstrap(), TOPIC, { partitions: 1, replicationFactor: 3 });
 
-    // When a producer writes batches with acks=all (durable ack is on for WAL topics), for at most
+    // When a producer writes batches with acks=all (durable ack is on for this topic), for at most
     // 60 s until the leader's sidecar has sent references (the first fetches of a new topic go
     // inline as unknown_topic until the sidecar has looked its name up)
     const producer = kafkaClient(cluster!.bootstrap()).producer({ idempotent: true, maxInFlightRequests: 1 });

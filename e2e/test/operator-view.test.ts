@@ -14,7 +14,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { createTopic, kafkaClient } from '../src/clients/kafkajs.js';
 import { PrometheusServer } from '../src/prometheus/prometheus-server.js';
 
-const TOPIC = 'wal-operator-view';
+// A durable-ack topic (wal-settings.ts), so the durable-ack panel has series.
+const TOPIC = 'wal-durable-operator-view';
 // durable.ack=false (wal-settings.ts): produce does not wait for the store, so replication carries
 // on inline while it is frozen.
 const OUTAGE_TOPIC = 'wal-nodurable-operator-view';
