@@ -309,6 +309,7 @@ export class Sidecar {
             }
           : {}),
         ...(storeHealth ? { store: () => ({ usable: storeHealth.usable }) } : {}),
+        memoryLimitBytes: this.memory.limitBytes,
       },
     });
     if (config.adminListen) {

@@ -9,6 +9,7 @@ import type { FetchStripEvent } from '../filters/fetch-strip.js';
 import type { ProduceDurableAckEvent } from '../filters/produce-wal.js';
 import type {
   WalAppendRefusedEvent,
+  WalReaderGetEvent,
   WalSealEvent,
   WalUploadAttemptEvent,
   WalUploadEndEvent,
@@ -41,6 +42,7 @@ export class ChannelMetrics {
   readonly durableAck: Histogram;
   readonly hold: Histogram;
   readonly fill: Histogram;
+  readonly readerGet: Histogram;
   readonly refused;
 
   constructor(meter: Meter) {
@@ -83,6 +85,10 @@ export class ChannelMetrics {
       'walproxy.fetch.fill.duration',
       'Follower side: time from a response with references to the rebuilt response (range GETs included)',
     );
+    this.readerGet = ms(
+      'walproxy.wal.reader.get.duration',
+      'Follower side: duration of one GET from the store (whole object or a range), by outcome',
+    );
     this.refused = meter.createCounter('walproxy.wal.append.refused', {
       unit: '{batch}',
       description: 'Batches the WAL writer refused to copy, by kind (OVERLOADED, CLOSED)',
@@ -113,6 +119,9 @@ export class ChannelMetrics {
   }
   filled(e: FetchFillEvent): void {
     this.fill.record(e.durationMs);
+  }
+  readerGot(e: WalReaderGetEvent): void {
+    this.readerGet.record(e.durationMs, { outcome: e.outcome });
   }
 }
 
@@ -199,6 +208,20 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
         for (const [api, n] of byApi) r.observe(n, { listener: name, api });
       }
     },
+  );
+
+  const memoryLimit = sources.memoryLimitBytes;
+  if (memoryLimit !== undefined) {
+    gauge(
+      'walproxy.memory.limit.bytes',
+      'By',
+      'The memory limit (--memory-limit-bytes, else the cgroup limit, else 512 MiB) the bounds of the caches and queues are derived from',
+      (r) => r.observe(memoryLimit),
+    );
+  }
+  // Resident memory, what the container's limit holds the process to (an OOM kill is a dead sidecar).
+  gauge('walproxy.memory.used.bytes', 'By', 'Resident memory of the sidecar process (RSS)', (r) =>
+    r.observe(process.memoryUsage.rss()),
   );
 
   const store = sources.store;

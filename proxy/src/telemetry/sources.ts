@@ -34,4 +34,6 @@ export interface TelemetrySources {
   wal?: WalStatsSources;
   /** Whether the WAL store may be used now (StoreHealth); absent without a WAL store. */
   store?: () => { usable: boolean };
+  /** The memory limit every cache and queue bound is derived from (memory-budget.ts), in bytes. */
+  memoryLimitBytes?: number;
 }

@@ -14,7 +14,7 @@ import { FETCH_FILL_CHANNELS } from '../filters/fetch-fill.js';
 import { FETCH_STRIP_CHANNELS } from '../filters/fetch-strip.js';
 import { PRODUCE_WAL_CHANNELS } from '../filters/produce-wal.js';
 import type { Logger } from '../log.js';
-import { WAL_WRITER_CHANNELS } from '../wal/channels.js';
+import { WAL_READER_CHANNELS, WAL_WRITER_CHANNELS } from '../wal/channels.js';
 import { ChannelMetrics, observeSources } from './metrics.js';
 import type { TelemetryOptions } from './options.js';
 import type { TelemetrySources } from './sources.js';
@@ -95,6 +95,7 @@ export class Telemetry {
       m.uploadEnd(e);
       spans?.uploadEnd(e);
     });
+    on(WAL_READER_CHANNELS.get, (e: Parameters<ChannelMetrics['readerGot']>[0]) => m.readerGot(e));
     on(W.appendRefused, (e: Parameters<ChannelMetrics['appendRefused']>[0]) => m.appendRefused(e));
     on(PRODUCE_WAL_CHANNELS.durableAck, (e: Parameters<SpanMapper['durableAck']>[0]) => {
       m.durableAckDone(e);

@@ -16,6 +16,24 @@ export const WAL_WRITER_CHANNELS = {
   appendRefused: 'walproxy:wal:append:refused',
 } as const;
 
+/** What the WalRangeReader (the follower side's GETs) publishes. */
+export const WAL_READER_CHANNELS = {
+  /** One GET to the store ended, with its bytes or its error: WalReaderGetEvent. */
+  get: 'walproxy:wal:reader:get',
+} as const;
+
+export interface WalReaderGetEvent {
+  /** The store read (its URL), for GETs of a peer zone's store. */
+  store: string;
+  objectKey: string;
+  /** Whole object (no Range header) or a byte range. */
+  whole: boolean;
+  bytes: number;
+  /** From the request to the last body byte; queueing for a GET slot excluded. */
+  durationMs: number;
+  outcome: 'ok' | 'error';
+}
+
 export type WalSealReason = 'size' | 'linger' | 'flush';
 
 export interface WalSealEvent {

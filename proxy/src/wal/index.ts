@@ -1,6 +1,8 @@
 export {
+  WAL_READER_CHANNELS,
   WAL_WRITER_CHANNELS,
   type WalAppendRefusedEvent,
+  type WalReaderGetEvent,
   type WalSealEvent,
   type WalSealReason,
   type WalUploadAttemptEvent,

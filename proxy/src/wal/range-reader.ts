@@ -7,8 +7,12 @@
 // fetcher or another, is a hit, and the store bills one GET per object instead of one per span
 // asked. An object the references show to be larger than the whole-object bound is read in ranges
 // instead: only the bytes no cached span holds, merged with the spans next to them.
+import { channel } from 'node:diagnostics_channel';
 import { ObjectStoreError } from '../store/errors.js';
 import type { ByteRange, ObjectStore } from '../store/object-store.js';
+import { WAL_READER_CHANNELS, type WalReaderGetEvent } from './channels.js';
+
+const readerChannels = { get: channel(WAL_READER_CHANNELS.get) };
 
 export interface WalRangeReaderOptions {
   store: ObjectStore;
@@ -272,7 +276,15 @@ export class WalRangeReader {
         if (this.#seen.size > SEEN_KEYS) this.#seen.delete(this.#seen.values().next().value!);
       }
       // The signal makes a closing reader stop its GETs at the store too (the S3 client drops the connection).
-      const data = await untilAborted(this.#store.get(objectKey, range, { signal: closing }), closing);
+      const began = performance.now();
+      let data: Buffer;
+      try {
+        data = await untilAborted(this.#store.get(objectKey, range, { signal: closing }), closing);
+      } catch (error) {
+        this.#published(objectKey, range, 0, began, 'error');
+        throw error;
+      }
+      this.#published(objectKey, range, data.length, began, 'ok');
       // The store contract promises exactly `length` bytes; a store that breaks it must not make
       // the caller rebuild a batch from missing bytes.
       if (range !== undefined && data.length !== range.length) {
@@ -290,6 +302,26 @@ export class WalRangeReader {
       if (next !== undefined) next.start();
       else this.#running--;
     }
+  }
+
+  /** Tells the telemetry (if it listens) how one GET went. */
+  #published(
+    objectKey: string,
+    range: ByteRange | undefined,
+    bytes: number,
+    began: number,
+    outcome: WalReaderGetEvent['outcome'],
+  ): void {
+    if (!readerChannels.get.hasSubscribers) return;
+    const event: WalReaderGetEvent = {
+      store: this.#store.url,
+      objectKey,
+      whole: range === undefined,
+      bytes,
+      durationMs: performance.now() - began,
+      outcome,
+    };
+    readerChannels.get.publish(event);
   }
 
   /** Caches what a GET brought, merged with the spans it touches; returns what is now cached for it. */

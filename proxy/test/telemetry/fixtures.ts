@@ -56,6 +56,7 @@ export function fakeSources() {
   };
   const sources: TelemetrySources = {
     brokerId: 7,
+    memoryLimitBytes: 536_870_912,
     listeners: () => [
       { name: 'client', counters: client },
       { name: 'replication', counters: replication },

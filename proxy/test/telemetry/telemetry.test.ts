@@ -27,7 +27,9 @@ import {
 import type { RequestInfo } from '../../src/net/frame-filter.js';
 import { Telemetry } from '../../src/telemetry/index.js';
 import {
+  WAL_READER_CHANNELS,
   WAL_WRITER_CHANNELS,
+  type WalReaderGetEvent,
   type WalSealEvent,
   type WalUploadAttemptEvent,
   type WalUploadEndEvent,
@@ -273,10 +275,31 @@ describe('Telemetry: channel events to spans and metrics', () => {
     expect(sum(m.get('walproxy.wal.pending.bytes'))).toBe(12345);
     expect(sum(m.get('walproxy.connections.active'), { listener: 'client' })).toBe(4);
     expect(sum(m.get('walproxy.requests'), { listener: 'client', api: 'Produce' })).toBe(5);
+    expect(sum(m.get('walproxy.memory.limit.bytes'))).toBe(536_870_912);
+    expect(sum(m.get('walproxy.memory.used.bytes'))).toBeGreaterThan(0);
 
     t.fetchStrip.bytesReferenced += 1000;
     const again = await t.collect();
     expect(sum(again.get('walproxy.replication.bytes'), { side: 'leader', path: 'referenced' })).toBe(6000);
+  });
+
+  it('records each store GET of the range reader in the GET-duration histogram, by outcome', async () => {
+    const t = setup();
+    current = t.telemetry;
+    const get = (outcome: 'ok' | 'error'): WalReaderGetEvent => ({
+      store: 's3://b/wal',
+      objectKey: 'k',
+      whole: true,
+      bytes: outcome === 'ok' ? 100 : 0,
+      durationMs: 3,
+      outcome,
+    });
+    publish(WAL_READER_CHANNELS.get, get('ok'));
+    publish(WAL_READER_CHANNELS.get, get('ok'));
+    publish(WAL_READER_CHANNELS.get, get('error'));
+    const m = await t.collect();
+    expect(sum(m.get('walproxy.wal.reader.get.duration'), { outcome: 'ok' })).toBe(2);
+    expect(sum(m.get('walproxy.wal.reader.get.duration'), { outcome: 'error' })).toBe(1);
   });
 
   it('asks for trace contexts to carry only while it makes spans', async () => {

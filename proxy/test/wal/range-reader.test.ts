@@ -1,5 +1,7 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import type { ByteRange, ObjectStoreCallOptions } from '../../src/store/index.js';
+import { WAL_READER_CHANNELS, type WalReaderGetEvent } from '../../src/wal/channels.js';
 import { newRangeReaderStats, WalRangeReader } from '../../src/wal/range-reader.js';
 import { type Gate, gate, MemoryObjectStore, unreachable } from './memory-store.js';
 
@@ -339,5 +341,33 @@ describe('WalRangeReader', () => {
     expect(shared).toMatchObject({ gets: 2, objectsRead: 2, bytesFetched: 150, cachedBytes: 150 });
     a.close();
     expect(shared.cachedBytes).toBe(50);
+  });
+});
+
+describe('WalRangeReader GET events', () => {
+  it('publishes one event per GET, with its bytes and outcome, for the GET-duration histogram', async () => {
+    // Given a store with one object, whose second GET (of another key) fails
+    const store = storeWith({ 'wal/a': 1000 });
+    store.beforeGet = async (key) => {
+      if (key === 'wal/missing') throw unreachable(key);
+    };
+    const events: WalReaderGetEvent[] = [];
+    const listen = (message: unknown) => events.push(message as WalReaderGetEvent);
+    subscribe(WAL_READER_CHANNELS.get, listen);
+    try {
+      // When the reader reads a range of the object, then a range of an object it cannot get
+      const reader = new WalRangeReader({ store });
+      await reader.read('wal/a', [{ offset: 10, length: 20 }]);
+      await expect(reader.read('wal/missing', [{ offset: 0, length: 10 }])).rejects.toThrow(/cannot reach/);
+    } finally {
+      unsubscribe(WAL_READER_CHANNELS.get, listen);
+    }
+
+    // Then one event said the whole object came back, one that the other GET failed
+    expect(events).toEqual([
+      expect.objectContaining({ objectKey: 'wal/a', whole: true, bytes: 1000, outcome: 'ok' }),
+      expect.objectContaining({ objectKey: 'wal/missing', bytes: 0, outcome: 'error' }),
+    ]);
+    for (const e of events) expect(e.durationMs).toBeGreaterThanOrEqual(0);
   });
 });

@@ -106,7 +106,7 @@ export const ALERTS: readonly AlertSpec[] = [
   },
   {
     alert: 'WalproxyFillDeadlineMissed',
-    value: (w) => `sum by (instance) (rate(walproxy_fetch_fill_deadline_misses_total[${w}]))`,
+    value: (w) => `sum by (instance) (rate(walproxy_fetch_deadline_misses_total[${w}]))`,
     condition: '> 0',
     for: '5m',
     severity: 'warning',
@@ -143,7 +143,7 @@ export const ALERTS: readonly AlertSpec[] = [
     severity: 'warning',
     summary: 'walproxy on {{ $labels.instance }} is near its memory bound',
     description:
-      'The sidecar accounts for {{ $value | humanizePercentage }} of its bound and sheds work to inline replication. Raise the memory limit or lower the rate per broker.',
+      'The sidecar process uses {{ $value | humanizePercentage }} of its memory limit (resident memory); past the limit the container is OOM-killed and its broker fenced. Raise the memory limit (and the container’s), or lower the rate per broker.',
   },
   {
     alert: 'WalproxySavingNegative',

@@ -306,7 +306,7 @@ const follower: RowSpec = {
       unit: 'ops',
       queries: [
         {
-          expr: `sum by (instance) (${rate('walproxy_fetch_fill_deadline_misses_total')})`,
+          expr: `sum by (instance) (${rate('walproxy_fetch_deadline_misses_total')})`,
           legend: '{{instance}}',
         },
       ],
@@ -340,7 +340,7 @@ const memory: RowSpec = {
     {
       title: 'Memory against its bound',
       description:
-        'Bytes the sidecar accounts for (batch index, caches, queues) against the bound derived from its memory limit; near the bound it sheds to inline replication.',
+        'Resident memory of the sidecar process against its memory limit, the one every cache and queue bound is derived from (batch index, read cache, WAL pending bytes, connection buffers); past the limit the container is OOM-killed.',
       kind: 'timeseries',
       unit: 'bytes',
       queries: [
