@@ -30,6 +30,7 @@ import { createTopic, withAdmin } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
 import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { ZONE_PORTS, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import {
   crossZoneBytesWithClients,
   storeBytes,
@@ -49,10 +50,6 @@ const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 1_000);
 const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 30);
 const PRODUCER_PROPS = { 'linger.ms': 5, 'batch.size': 65_536 };
 const PARTITIONS = 6;
-
-const ZONE_EGRESS_BASE = 61_000;
-const ZONE_INGRESS_PORT = 61_010;
-const ZONE_BOOTSTRAP_PORT = 61_020;
 
 const zoneOfBroker = (id: number) => RACKS[id] as Zone;
 const brokerIn = (zone: Zone) => BROKER_IDS.find((id) => zoneOfBroker(id) === zone)!;
@@ -88,23 +85,6 @@ async function zoneCounters(cluster: KafkaCluster): Promise<ZoneProduceCounters[
           .produce,
     ),
   );
-}
-
-function zoneFlags(network: ZoneNetwork, id: number): string[] {
-  const pod = network.pod(id).address;
-  return [
-    `--zone=${zoneOfBroker(id)}`,
-    `--zone-egress-listen-base=${ZONE_EGRESS_BASE}`,
-    `--zone-egress-listen-host=${pod}`,
-    `--zone-ingress-listen=${pod}:${ZONE_INGRESS_PORT}`,
-    ...BROKER_IDS.map(
-      (peer) => `--zone-ingress-address=${peer}=${network.pod(peer).address}:${ZONE_INGRESS_PORT}`,
-    ),
-    `--zone-bootstrap-listen=${pod}:${ZONE_BOOTSTRAP_PORT}`,
-    ...BROKER_IDS.map((peer) => `--zone-sidecar=${zoneOfBroker(peer)}=${network.pod(peer).address}`),
-    // The replication-only arm's rack-aware consumers stay on the stock client path.
-    '--zone-client-rack=false',
-  ];
 }
 
 /** Two partitions led in zone-b and zone-c (followers in the other two zones): every zone-a batch crosses zones. */
@@ -233,7 +213,7 @@ async function main(): Promise<void> {
           '--topic-config=wal-*:mode=wal',
           '--topic-config=zl-*:mode=wal',
           '--topic-config=zl-*:zone.local=true',
-          ...zoneFlags(zones, id),
+          ...zoneSidecarFlags(id, (pod) => zones.pod(pod).address),
         ],
       });
       version = cluster.version;
@@ -250,7 +230,7 @@ async function main(): Promise<void> {
         {
           name: 'zone-local',
           topic: 'zl-bench',
-          bootstrap: (zone) => `${zones.pod(brokerIn(zone)).address}:${ZONE_BOOTSTRAP_PORT}`,
+          bootstrap: (zone) => `${zones.pod(brokerIn(zone)).address}:${ZONE_PORTS.bootstrap}`,
           rackAwareConsumers: false,
         },
       ];

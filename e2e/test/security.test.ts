@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic, withAdmin } from '../src/clients/kafkajs.js';
 import { kcat } from '../src/clients/kcat.js';
-import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
+import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { sidecarEntry } from '../src/cluster/paths.js';
 import {
   javaClientProps,
@@ -19,6 +19,7 @@ import {
   secureSidecarArgs,
 } from '../src/cluster/security-settings.js';
 import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { type ZonePorts, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import { type MotoServer, startMoto } from '../src/s3/moto.js';
 import { issueCert, makeCa, removeDir, type TestCa, tempDir } from '../src/tls/certs.js';
 import { compareReplicas, readPartitionLog } from '../src/wal/inspect.js';
@@ -53,21 +54,13 @@ const serverCertPath = (id: number) => path.join(dir, `client-ingress-${id}.crt`
  * peer certificates, as the replication path does.
  */
 const zoneHost = (id: number) => `127.0.${id}.10`;
-const zoneEgressBase = (base: number) => base + 80;
-const zoneIngressPort = (base: number) => base + 90;
-const zoneBootstrapPort = (base: number) => base + 91;
+/** The zone listeners' ports, above the cluster's own (its port base). */
+const zonePorts = (base: number): ZonePorts => ({
+  egressBase: base + 80,
+  ingress: base + 90,
+  bootstrap: base + 91,
+});
 
-function zoneFlags(id: number, base: number): string[] {
-  return [
-    `--zone=${RACKS[id]}`,
-    `--zone-egress-listen-base=${zoneEgressBase(base)}`,
-    `--zone-egress-listen-host=${zoneHost(id)}`,
-    `--zone-ingress-listen=${zoneHost(id)}:${zoneIngressPort(base)}`,
-    ...BROKER_IDS.map((peer) => `--zone-ingress-address=${peer}=${zoneHost(peer)}:${zoneIngressPort(base)}`),
-    `--zone-bootstrap-listen=${zoneHost(id)}:${zoneBootstrapPort(base)}`,
-    ...BROKER_IDS.map((peer) => `--zone-sidecar=${RACKS[peer]}=${zoneHost(peer)}`),
-  ];
-}
 const serverKeyPath = (id: number) => path.join(dir, `client-ingress-${id}.key`);
 
 beforeAll(async () => {
@@ -107,7 +100,7 @@ beforeAll(async () => {
       '--topic-config=wal-*:mode=wal',
       '--topic-config=wal-sec-zl*:zone.local=true',
       '--topic-config=wal-zl-*:zone.local=true',
-      ...zoneFlags(id, cluster.ports.base),
+      ...zoneSidecarFlags(id, zoneHost, zonePorts(cluster.ports.base)),
       '--s3-sse=aws:kms',
       `--s3-sse-kms-key-id=${KMS_KEY}`,
       ...secureSidecarArgs(
@@ -321,7 +314,7 @@ describe('TLS and SASL through the sidecars', () => {
     await createTopic(cluster.directBootstrap(), 'wal-zl-denied', { partitions: 3 });
     await createTopic(cluster.directBootstrap(), 'wal-sec-zl', { partitions: 3 });
     // alice, SASL_SSL through zone-a's sidecar (zone bootstrap, zone egresses, mutual TLS to the leaders' zone ingresses)
-    const zoneBootstrap = `${zoneHost(1)}:${zoneBootstrapPort(cluster.ports.base)}`;
+    const zoneBootstrap = `${zoneHost(1)}:${zonePorts(cluster.ports.base).bootstrap}`;
     const produceAs = (topic: string, lines: string) =>
       kcat(
         [

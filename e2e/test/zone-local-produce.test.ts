@@ -16,6 +16,7 @@ import { kcat } from '../src/clients/kcat.js';
 import { verifiableProducer } from '../src/clients/verifiable-producer.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { ZONE_PORTS, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import {
   crossZoneBytes,
   crossZoneBytesWithClients,
@@ -44,9 +45,6 @@ import { compareReplicas } from '../src/wal/inspect.js';
  * ⅔ produce + 2 replication per produced byte, not the 3⅓ of rack-unaware consumers.
  */
 
-const ZONE_EGRESS_BASE = 61_000;
-const ZONE_INGRESS_PORT = 61_010;
-const ZONE_BOOTSTRAP_PORT = 61_020;
 const PARTITIONS = 6;
 const JAVA_RECORDS = 24_000;
 const RECORD_SIZE = 512;
@@ -66,21 +64,6 @@ let failed = false;
 const zoneOfBroker = (id: number) => RACKS[id] as Zone;
 const brokerIn = (zone: Zone) => BROKER_IDS.find((id) => zoneOfBroker(id) === zone)!;
 
-function zoneFlags(network: ZoneNetwork, id: number): string[] {
-  const pod = network.pod(id).address;
-  return [
-    `--zone=${zoneOfBroker(id)}`,
-    `--zone-egress-listen-base=${ZONE_EGRESS_BASE}`,
-    `--zone-egress-listen-host=${pod}`,
-    `--zone-ingress-listen=${pod}:${ZONE_INGRESS_PORT}`,
-    ...BROKER_IDS.map(
-      (peer) => `--zone-ingress-address=${peer}=${network.pod(peer).address}:${ZONE_INGRESS_PORT}`,
-    ),
-    `--zone-bootstrap-listen=${pod}:${ZONE_BOOTSTRAP_PORT}`,
-    ...BROKER_IDS.map((peer) => `--zone-sidecar=${zoneOfBroker(peer)}=${network.pod(peer).address}`),
-  ];
-}
-
 beforeAll(async () => {
   zones = ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, zoneOfBroker(id)])), { zoneClients: true });
   moto = await startMoto({ netns: zones.store.netns, host: zones.store.address });
@@ -99,7 +82,7 @@ beforeAll(async () => {
       // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
       '--topic-config=zl-*:mode=wal',
       '--topic-config=zl-*:zone.local=true',
-      ...zoneFlags(network, id),
+      ...zoneSidecarFlags(id, (pod) => network.pod(pod).address),
     ],
   });
 }, 180_000);
@@ -114,7 +97,7 @@ afterAll(async () => {
 }, 60_000);
 
 function zoneBootstrap(zone: Zone): string {
-  return `${zones!.pod(brokerIn(zone)).address}:${ZONE_BOOTSTRAP_PORT}`;
+  return `${zones!.pod(brokerIn(zone)).address}:${ZONE_PORTS.bootstrap}`;
 }
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(2)} MB`;
@@ -501,7 +484,7 @@ describe('zone-local produce across three zones (clients in a namespace of each 
       brokers: [`${c.podAddress(1)}:${c.ports.sidecarClient(1)}`],
       logLevel: logLevel.NOTHING,
       socketFactory: ({ host, port, onConnect }) => {
-        const node = port - ZONE_EGRESS_BASE;
+        const node = port - ZONE_PORTS.egressBase;
         const to = BROKER_IDS.includes(node as 1 | 2 | 3)
           ? { host: c.podAddress(node), port: c.ports.sidecarClient(node) }
           : { host, port };

@@ -5,6 +5,7 @@ import { runKafkajsJob } from '../src/clients/kafkajs-job.js';
 import { kcat } from '../src/clients/kcat.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { ZONE_PORTS, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import {
   crossZoneBytes,
   type Endpoint,
@@ -30,9 +31,6 @@ import { compareReplicas } from '../src/wal/inspect.js';
  * range) cannot collide with another run.
  */
 
-const ZONE_EGRESS_BASE = 61_000;
-const ZONE_INGRESS_PORT = 61_010;
-const ZONE_BOOTSTRAP_PORT = 61_020;
 const PARTITIONS = 6;
 const JAVA_RECORDS = 10_000;
 const RECORD_SIZE = 512;
@@ -47,21 +45,6 @@ let cluster: KafkaCluster | undefined;
 let failed = false;
 
 const zoneOfBroker = (id: number) => RACKS[id] as Zone;
-
-function zoneFlags(network: ZoneNetwork, id: number): string[] {
-  const pod = network.pod(id).address;
-  return [
-    `--zone=${zoneOfBroker(id)}`,
-    `--zone-egress-listen-base=${ZONE_EGRESS_BASE}`,
-    `--zone-egress-listen-host=${pod}`,
-    `--zone-ingress-listen=${pod}:${ZONE_INGRESS_PORT}`,
-    ...BROKER_IDS.map(
-      (peer) => `--zone-ingress-address=${peer}=${network.pod(peer).address}:${ZONE_INGRESS_PORT}`,
-    ),
-    `--zone-bootstrap-listen=${pod}:${ZONE_BOOTSTRAP_PORT}`,
-    ...BROKER_IDS.map((peer) => `--zone-sidecar=${zoneOfBroker(peer)}=${network.pod(peer).address}`),
-  ];
-}
 
 beforeAll(async () => {
   zones = ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, zoneOfBroker(id)])), { zoneClients: true });
@@ -82,7 +65,7 @@ beforeAll(async () => {
       '--topic-config=wal-*:mode=wal',
       // Phase 2: the workload's topic is produced zone-locally (references between sidecars).
       '--topic-config=wal-zone-local:zone.local=true',
-      ...zoneFlags(network, id),
+      ...zoneSidecarFlags(id, (pod) => network.pod(pod).address),
     ],
   });
 }, 180_000);
@@ -99,7 +82,7 @@ afterAll(async () => {
 /** The zone bootstrap of the broker pod in `zone`. */
 function zoneBootstrap(zone: Zone): string {
   const id = BROKER_IDS.find((b) => zoneOfBroker(b) === zone)!;
-  return `${zones!.pod(id).address}:${ZONE_BOOTSTRAP_PORT}`;
+  return `${zones!.pod(id).address}:${ZONE_PORTS.bootstrap}`;
 }
 
 /** Bytes between `zone`'s client namespace and the endpoint, both directions. */
