@@ -31,7 +31,7 @@ import { type ProducerPerfResult, producerPerf } from '../src/clients/java-tools
 import { withAdmin } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
-import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
 import { type Counted, costLine, costSnapshot, countedBetween, priceArms } from '../src/cost/measure.js';
 import { type Zone, ZoneNetwork } from '../src/net/zone-network.js';
 import { startStoreFront } from '../src/s3/store-front.js';
@@ -117,16 +117,13 @@ async function main(): Promise<void> {
     }),
   );
   try {
-    for (const id of BROKER_IDS) await front.createBucket(`walproxy-${RACKS[id]}`);
+    for (const id of BROKER_IDS) await front.createBucket(zoneBucket(RACKS[id]!));
     cluster = await KafkaCluster.start({
       zones,
       jvmProfile: 'throughput',
       sidecarEnv: walSidecarEnv(),
       sidecarArgs: (id) => [
-        `--wal-store-url=s3://walproxy-${RACKS[id]}/wal`,
-        '--wal-read-store-url=s3://walproxy-zone-*/wal',
-        `--s3-endpoint=${front.endpoint}`,
-        '--s3-force-path-style=true',
+        ...zonalStoreFlags(RACKS[id]!, front.endpoint),
         '--wal-topic=cost*',
         ...BUDGETS.map((b) => `--topic-config=cost${b}-*:latency.budget.ms=${b}`),
       ],

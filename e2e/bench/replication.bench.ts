@@ -36,7 +36,7 @@ import { type ProducerPerfResult, producerPerf, runKafkaTool } from '../src/clie
 import { createTopic } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
-import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { walSidecarEnv, zonalStoreFlags } from '../src/cluster/wal-settings.js';
 import {
   crossZoneBytes,
   storeBytes,
@@ -484,10 +484,10 @@ class Bench {
       sidecarEnv: walSidecarEnv(),
       // Read at every sidecar start, so a restart switches the store.
       sidecarArgs: (id) => [
-        `--wal-store-url=s3://walproxy-${RACKS[id]}/wal`,
-        '--wal-read-store-url=s3://walproxy-zone-*/wal',
-        `--s3-endpoint=${this.store === 'moto' ? this.stores.moto.endpoint : this.stores.front.endpoint}`,
-        '--s3-force-path-style=true',
+        ...zonalStoreFlags(
+          RACKS[id]!,
+          this.store === 'moto' ? this.stores.moto.endpoint : this.stores.front.endpoint,
+        ),
         '--wal-topic=wal-*',
         // Through the WAL whatever its objects cost: the arms measure the WAL at a fixed linger
         // (a cap on the default budget's), not the sealing policy's choice (make bench-cost does).

@@ -29,7 +29,7 @@ import { consumerPerf, type ProducerPerfResult, producerPerf } from '../src/clie
 import { createTopic, withAdmin } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
-import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { walSidecarEnv, zonalStoreFlags } from '../src/cluster/wal-settings.js';
 import { ZONE_PORTS, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import {
   crossZoneBytesWithClients,
@@ -202,10 +202,7 @@ async function main(): Promise<void> {
         jvmProfile: 'throughput',
         sidecarEnv: walSidecarEnv(),
         sidecarArgs: (id) => [
-          `--wal-store-url=s3://walproxy-${RACKS[id]}/wal`,
-          '--wal-read-store-url=s3://walproxy-zone-*/wal',
-          `--s3-endpoint=${front.endpoint}`,
-          '--s3-force-path-style=true',
+          ...zonalStoreFlags(RACKS[id]!, front.endpoint),
           '--wal-topic=wal-*',
           '--wal-topic=zl-*',
           // Replication through the WAL in both WAL arms, whatever its objects cost: the arms

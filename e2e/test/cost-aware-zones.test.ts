@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, type ProducerPerfResult, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
-import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
 import { type Counted, costLine, costSnapshot, countedBetween, priceArms } from '../src/cost/measure.js';
 import { type Zone, ZoneNetwork } from '../src/net/zone-network.js';
 import { type StoreFront, startStoreFront } from '../src/s3/store-front.js';
@@ -83,16 +83,13 @@ beforeAll(async () => {
     host: zones.store.address,
     latency: 's3-express',
   });
-  for (const id of BROKER_IDS) await front.createBucket(`walproxy-${RACKS[id]}`);
+  for (const id of BROKER_IDS) await front.createBucket(zoneBucket(RACKS[id]!));
   const endpoint = front.endpoint;
   cluster = await KafkaCluster.start({
     zones,
     sidecarEnv: walSidecarEnv(),
     sidecarArgs: (id) => [
-      `--wal-store-url=s3://walproxy-${RACKS[id]}/wal`,
-      '--wal-read-store-url=s3://walproxy-zone-*/wal',
-      `--s3-endpoint=${endpoint}`,
-      '--s3-force-path-style=true',
+      ...zonalStoreFlags(RACKS[id]!, endpoint),
       `--wal-topic=cost-*`,
       `--wal-latency-budget-ms=${BUDGET_MS}`,
       '--wal-mode-rate-window-ms=2000',

@@ -4,7 +4,7 @@ import { createTopic, kafkaClient, underReplicated, withAdmin } from '../src/cli
 import { kcat } from '../src/clients/kcat.js';
 import { verifiableProducer } from '../src/clients/verifiable-producer.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
-import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
 import {
   crossZoneBytes,
   storeBytes,
@@ -43,16 +43,13 @@ let failed = false;
 beforeAll(async () => {
   zones = ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, RACKS[id] as Zone])));
   moto = await startMoto({ netns: zones.store.netns, host: zones.store.address });
-  for (const id of BROKER_IDS) await moto.createBucket(`walproxy-${RACKS[id]}`);
+  for (const id of BROKER_IDS) await moto.createBucket(zoneBucket(RACKS[id]!));
   const endpoint = moto.endpoint;
   cluster = await KafkaCluster.start({
     zones,
     sidecarEnv: walSidecarEnv(),
     sidecarArgs: (id) => [
-      `--wal-store-url=s3://walproxy-${RACKS[id]}/wal`,
-      '--wal-read-store-url=s3://walproxy-zone-*/wal',
-      `--s3-endpoint=${endpoint}`,
-      '--s3-force-path-style=true',
+      ...zonalStoreFlags(RACKS[id]!, endpoint),
       '--wal-topic=wal-*',
       // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
       '--topic-config=wal-*:mode=wal',

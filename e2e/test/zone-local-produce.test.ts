@@ -15,7 +15,7 @@ import { runKafkajsJob } from '../src/clients/kafkajs-job.js';
 import { kcat } from '../src/clients/kcat.js';
 import { verifiableProducer } from '../src/clients/verifiable-producer.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
-import { walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
 import { ZONE_PORTS, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import {
   crossZoneBytes,
@@ -67,17 +67,14 @@ const brokerIn = (zone: Zone) => BROKER_IDS.find((id) => zoneOfBroker(id) === zo
 beforeAll(async () => {
   zones = ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, zoneOfBroker(id)])), { zoneClients: true });
   moto = await startMoto({ netns: zones.store.netns, host: zones.store.address });
-  for (const id of BROKER_IDS) await moto.createBucket(`walproxy-${RACKS[id]}`);
+  for (const id of BROKER_IDS) await moto.createBucket(zoneBucket(RACKS[id]!));
   const endpoint = moto.endpoint;
   const network = zones;
   cluster = await KafkaCluster.start({
     zones,
     sidecarEnv: walSidecarEnv(),
     sidecarArgs: (id) => [
-      `--wal-store-url=s3://walproxy-${RACKS[id]}/wal`,
-      '--wal-read-store-url=s3://walproxy-zone-*/wal',
-      `--s3-endpoint=${endpoint}`,
-      '--s3-force-path-style=true',
+      ...zonalStoreFlags(RACKS[id]!, endpoint),
       '--wal-topic=zl-*',
       // Through the WAL whatever its objects cost (the sealing policy would keep small runs inline).
       '--topic-config=zl-*:mode=wal',

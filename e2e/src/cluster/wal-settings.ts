@@ -28,3 +28,19 @@ export function walSidecarArgs(s3: Omit<S3Info, 'pid'>, extra: string[] = []): s
     ...extra,
   ];
 }
+
+/** The bucket of `zone`'s object store in the three-zone e2e clusters (one per zone, as S3 Express One Zone). */
+export const zoneBucket = (zone: string) => `walproxy-${zone}`;
+
+/**
+ * Sidecar flags for the three-zone clusters: each sidecar writes its zone's bucket and reads any
+ * zone's (a follower reads its leader's zone bucket), all on one S3 server at `endpoint`.
+ */
+export function zonalStoreFlags(zone: string, endpoint: string): string[] {
+  return [
+    `--wal-store-url=s3://${zoneBucket(zone)}/wal`,
+    `--wal-read-store-url=s3://${zoneBucket('zone-*')}/wal`,
+    `--s3-endpoint=${endpoint}`,
+    '--s3-force-path-style=true',
+  ];
+}
