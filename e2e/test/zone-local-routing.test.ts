@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
 import { runKafkajsJob } from '../src/clients/kafkajs-job.js';
-import { kcat } from '../src/clients/kcat.js';
+import { kcat, kcatReadAtLeast } from '../src/clients/kcat.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
 import { ZONE_PORTS, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
@@ -299,20 +299,13 @@ describe('zone-local routing across three zones (clients in a namespace of each 
       },
     );
     expect(produced.code, produced.stderr).toBe(0);
-    // It reads zone-b's replica (KIP-392), whose high watermark trails the leader's by up to a
-    // follower fetch: a read to the end (-e) right after the acknowledgement may stop short, as it
-    // would on stock Kafka. Read again (bounded) until every record is visible.
-    let readCount = 0;
-    for (let attempt = 0; attempt < 20 && readCount < 2_000; attempt++) {
-      if (attempt > 0) await new Promise((r) => setTimeout(r, 500));
-      const read = await kcat(
-        ['-b', bootstrap, ...hint, '-t', topic, '-C', '-e', '-o', 'beginning', '-q'],
-        '',
-        { netns },
-      );
-      readCount = read.stdout.split('\n').filter((l) => l !== '').length;
-    }
-    expect(readCount).toBe(2_000);
+    // It reads zone-b's replica (KIP-392): read until every record is visible there (bounded)
+    const read = await kcatReadAtLeast(
+      ['-b', bootstrap, ...hint, '-t', topic, '-C', '-e', '-o', 'beginning', '-q'],
+      2_000,
+      { netns },
+    );
+    expect(read.lines.length).toBe(2_000);
     const traffic = trafficSince(before, zones!.traffic());
     console.log(`kernel, hinted client:\n${clientSummary(traffic)}`);
     // Then only the bootstrap exchange went to zone-a; the data went through zone-b's sidecar

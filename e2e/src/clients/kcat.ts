@@ -38,6 +38,29 @@ export function kcat(
   });
 }
 
+/**
+ * Reads a topic to its end (`args` hold `-C -e`) until at least `expected` lines came back, or
+ * `attempts` reads (500 ms apart) were made; returns the last read. A consumer that reads a
+ * follower's replica (KIP-392, as zone-aware clients do) sees that replica's high watermark, which
+ * trails the leader's by up to a follower fetch: right after an acknowledgement a read to the end
+ * may stop short, on stock Kafka as through walproxy.
+ */
+export async function kcatReadAtLeast(
+  args: string[],
+  expected: number,
+  options: KcatOptions = {},
+  attempts = 20,
+): Promise<RunResult & { lines: string[] }> {
+  let result: RunResult & { lines: string[] } = { code: null, stdout: '', stderr: '', lines: [] };
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    if (attempt > 0) await new Promise((r) => setTimeout(r, 500));
+    const read = await kcat(args, '', options);
+    result = { ...read, lines: read.stdout.split('\n').filter((l) => l !== '') };
+    if (read.code !== 0 || result.lines.length >= expected) break;
+  }
+  return result;
+}
+
 /** The confluent-kafka wheel (PyPI) whose bundled librdkafka kcat loads for SCRAM against Kafka 4.x. */
 export const CONFLUENT_KAFKA_WHEEL = 'confluent-kafka==2.16.1';
 
