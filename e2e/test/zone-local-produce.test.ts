@@ -347,10 +347,12 @@ describe('zone-local produce across three zones (clients in a namespace of each 
     // producer's records in the order it sent them, partition by partition
     const values = read.lines;
     const seen = new Map<string, number>();
+    const partitionsRead = new Set<number>();
     const last = new Map<string, number>();
     let outOfOrder = 0;
     for (const line of values) {
       const [partition, value] = [line.slice(0, line.indexOf(' ')), line.slice(line.indexOf(' ') + 1)];
+      partitionsRead.add(Number(partition));
       seen.set(value, (seen.get(value) ?? 0) + 1);
       const match = /^(\w+)-(\d+)-/.exec(value)!;
       const key = `${partition}/${match[1]}`;
@@ -387,7 +389,10 @@ describe('zone-local produce across three zones (clients in a namespace of each 
     expect(sum(after, (z) => z.references.batchesReferenced)).toBeGreaterThan(
       sum(before, (z) => z.references.batchesReferenced) + 20,
     );
-    expect(await compareReplicas(c.workDirDataDirs(), topic, PARTITIONS)).toEqual([]);
+    // (seven keys over six partitions: murmur2 may send none to a partition, whose logs are then
+    // rightly empty; every partition a record was read from must hold identical batches)
+    const unread = Array.from({ length: PARTITIONS }, (_, p) => p).filter((p) => !partitionsRead.has(p));
+    expect(await compareReplicas(c.workDirDataDirs(), topic, PARTITIONS, { mayBeEmpty: unread })).toEqual([]);
     failed = false;
   });
 
