@@ -495,6 +495,10 @@ export class Sidecar {
     this.log.info(
       {
         forcedClosed: clientsForced + replicationForced,
+        // A client connection forced closed lost a response; a replication one only cut a
+        // follower's long poll, which it repeats after reconnecting (REPLICATION_DRAIN_MAX_MS).
+        clientsForcedClosed: clientsForced,
+        replicationForcedClosed: replicationForced,
         clientsDrainedMs: Math.round(clientsMs),
         replicationDrainedMs: Math.round(replicationMs),
         stopMs: Math.round(performance.now() - begun),

@@ -211,7 +211,11 @@ describe('Sidecar stop', () => {
       .filter((l) => l.msg === 'connection closed')
       .map((l) => (l as unknown as { listener: string }).listener);
     expect(closedBy).toEqual(['client', 'replication', 'replication', 'controller-100']);
-    expect(s.lines.find((l) => l.msg === 'sidecar stopped')).toMatchObject({ forcedClosed: 0 });
+    expect(s.lines.find((l) => l.msg === 'sidecar stopped')).toMatchObject({
+      forcedClosed: 0,
+      clientsForcedClosed: 0,
+      replicationForcedClosed: 0,
+    });
   });
 });
 
