@@ -452,6 +452,8 @@ async function main(): Promise<void> {
         const steady = l.intervals.slice(1);
         return steady.length ? round(sum(steady.map((i) => i.avgLatencyMs)) / steady.length) : null;
       }),
+      // ProducerPerformance's own 5 s reports: records/s and the latency its backlog adds.
+      producer_intervals: loads.map((l) => l.intervals),
       sidecars,
       final_counters: finalCounters,
     };
