@@ -19,6 +19,7 @@
  *   SOAK_SECONDS (600), SOAK_BATCHES_PER_S (5000, per broker), SOAK_SAMPLE_S (5),
  *   SOAK_PARTITIONS_PER_BROKER (12), SOAK_PRODUCERS (2), SOAK_RECORD_BYTES (256), SOAK_ACKS (1),
  *   SOAK_STEADY_FROM_S (60)
+ * Again from a recorded run, starting nothing: npx tsx e2e/bench/soak.bench.ts --from .runs/bench/soak.json
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -257,6 +258,127 @@ function heapSeries(probeDir: string, pid: number, t0: number): HeapSample[] {
     }));
 }
 
+/** What the soak records of one sidecar as it runs; everything else is derived from it. */
+interface RawSidecar {
+  broker_id: number;
+  pid: number;
+  partitions_led: number;
+  memory_bounds_log: unknown;
+  cgroup_memory_limit: string | null;
+  series: ProcSample[];
+  heap_series: HeapSample[];
+}
+
+interface SoakResult {
+  date: string;
+  kafka_version: string;
+  command: string;
+  settings: Record<string, string | number> & { steady_from_s: number };
+  failure: string | null;
+  load_average: string;
+  cpu_cores: Record<string, number>;
+  producer_records_per_s: (number | null)[];
+  producer_avg_latency_ms: (number | null)[];
+  producer_intervals: unknown[];
+  sidecars: (RawSidecar & ReturnType<typeof analyse>)[];
+  final_counters: unknown;
+}
+
+/** Rates, peaks and flatness of one sidecar's series, from `steadyFromS` and from LATE_FROM_S on. */
+function analyse(raw: RawSidecar, steadyFromS: number) {
+  const s = raw.series;
+  const first = s[0]!;
+  const last = s.at(-1)!;
+  const rateFrom = (fromS: number) => {
+    const from = s.find((p) => p.t_s >= fromS && p !== last);
+    return from ? round((last.batches_copied - from.batches_copied) / (last.t_s - from.t_s || 1), 0) : null;
+  };
+  const points = (pick: (p: HeapSample) => number) =>
+    raw.heap_series.map((p) => ({ t_s: p.t_s, mb: pick(p) }));
+  const rss = s.map((p) => ({ t_s: p.t_s, mb: p.rss_mb }));
+  // The lowest JS heap in use sampled in each minute: near the heap after a collection, so a
+  // floor that rises is data kept; a heapTotal that rises over a level floor is V8 reserving space.
+  const heapFloorByMinute: number[] = [];
+  for (const p of raw.heap_series) {
+    if (p.t_s < 0) continue;
+    const minute = Math.floor(p.t_s / 60);
+    heapFloorByMinute[minute] = Math.min(
+      heapFloorByMinute[minute] ?? Number.POSITIVE_INFINITY,
+      p.heap_used_mb,
+    );
+  }
+  return {
+    batches_per_s: round((last.batches_copied - first.batches_copied) / (last.t_s - first.t_s || 1), 0),
+    // The first minute includes the JVMs' and the sidecars' warm-up.
+    batches_per_s_steady: rateFrom(steadyFromS),
+    batches_per_s_after_index_age: rateFrom(LATE_FROM_S),
+    produce_requests_per_s: round(
+      (last.produce_requests - first.produce_requests) / (last.t_s - first.t_s || 1),
+      0,
+    ),
+    batches_per_request: round(
+      (last.batches_copied - first.batches_copied) /
+        Math.max(1, last.produce_requests - first.produce_requests),
+      2,
+    ),
+    peak_rss_mb: Math.max(...s.map((p) => p.rss_mb)),
+    hwm_mb: last.hwm_mb,
+    rss_at_steady_from_mb: s.find((p) => p.t_s >= steadyFromS)?.rss_mb ?? null,
+    rss_at_index_age_mb: s.find((p) => p.t_s >= LATE_FROM_S)?.rss_mb ?? null,
+    rss_end_mb: last.rss_mb,
+    index_mb_end: last.index_mb,
+    flatness: flatness(rss, steadyFromS) ?? null,
+    flatness_after_index_age: flatness(rss, LATE_FROM_S) ?? null,
+    heap_used_flatness:
+      flatness(
+        points((p) => p.heap_used_mb),
+        steadyFromS,
+      ) ?? null,
+    heap_total_flatness_after_index_age:
+      flatness(
+        points((p) => p.heap_total_mb),
+        LATE_FROM_S,
+      ) ?? null,
+    array_buffers_flatness_after_index_age:
+      flatness(
+        points((p) => p.array_buffers_mb),
+        LATE_FROM_S,
+      ) ?? null,
+    heap_used_floor_by_minute_mb: heapFloorByMinute,
+  };
+}
+
+function report(result: SoakResult): void {
+  const t = result.settings;
+  const from = t.steady_from_s;
+  const wall = result.sidecars[0]?.series.at(-1)?.t_s ?? 0;
+  console.log(
+    `Memory soak, Kafka ${result.kafka_version}, ${result.date}: ${wall.toFixed(0)} s, target ${t.batches_per_s_per_broker_target} batches/s per broker (acks=${t.acks}, ${t.record_bytes} B records, one per batch, ${t.producers} producers, ${t.partitions} partitions), sidecars without memory flags, ${t.s3}`,
+  );
+  console.log(
+    `| sidecar | partitions led | batches/s (WAL): all / ${from} s..end / ${LATE_FROM_S} s..end | batches / Produce | peak RSS MB (VmHWM) | RSS at ${from} s → ${LATE_FROM_S} s → end MB | slope MB/min, ${from} s..end | max − min after ${from} s MB | slope MB/min, ${LATE_FROM_S} s..end | max − min after ${LATE_FROM_S} s MB |`,
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  for (const s of result.sidecars) {
+    console.log(
+      `| ${s.broker_id} | ${s.partitions_led} | ${s.batches_per_s} / ${s.batches_per_s_steady ?? '-'} / ${s.batches_per_s_after_index_age ?? '-'} | ${s.batches_per_request} | ${s.peak_rss_mb} (${s.hwm_mb}) | ${s.rss_at_steady_from_mb ?? '-'} → ${s.rss_at_index_age_mb ?? '-'} → ${s.rss_end_mb} | ${s.flatness?.slope_mb_per_min ?? '-'} | ${s.flatness?.max_minus_min_mb ?? '-'} | ${s.flatness_after_index_age?.slope_mb_per_min ?? '-'} | ${s.flatness_after_index_age?.max_minus_min_mb ?? '-'} |`,
+    );
+  }
+  console.log(
+    `| sidecar | index MB end | heap used, lowest per minute MB | heapTotal slope MB/min, ${LATE_FROM_S} s..end | ArrayBuffers slope MB/min, ${LATE_FROM_S} s..end |`,
+  );
+  console.log('|---|---|---|---|---|');
+  for (const s of result.sidecars) {
+    console.log(
+      `| ${s.broker_id} | ${s.index_mb_end} | ${s.heap_used_floor_by_minute_mb.join(', ') || '-'} | ${s.heap_total_flatness_after_index_age?.slope_mb_per_min ?? '-'} | ${s.array_buffers_flatness_after_index_age?.slope_mb_per_min ?? '-'} |`,
+    );
+  }
+  const cpu = result.cpu_cores;
+  console.log(
+    `CPU (cores, of ${cpu.machine_cores}): machine ${cpu.machine_busy}, sidecars ${cpu.sidecars}, brokers ${cpu.brokers}, producers ${cpu.producers}, versitygw ${cpu.s3}; producer-side records/s ${JSON.stringify(result.producer_records_per_s)}; memory bounds logged: ${result.sidecars.some((s) => s.memory_bounds_log) ? 'yes' : 'none'}`,
+  );
+}
+
 async function leadersPerBroker(bootstrap: string): Promise<Record<number, number>> {
   return withAdmin(bootstrap, async (admin) => {
     const metadata = await admin.fetchTopicMetadata({ topics: [TOPIC] });
@@ -388,44 +510,18 @@ async function main(): Promise<void> {
     );
 
     const sidecars = BROKER_IDS.map((id) => {
-      const s = series.get(id)!;
-      const first = s[0]!;
-      const last = s.at(-1)!;
-      const span = last.t_s - first.t_s || 1;
-      const steady = s.find((p) => p.t_s >= STEADY_FROM_S && p !== last);
-      const rss = s.map((p) => ({ t_s: p.t_s, mb: p.rss_mb }));
-      const heap = heapSeries(probeDir, pids.get(id)!, t0);
-      const heapPoints = heap.map((p) => ({ t_s: p.t_s, mb: p.heap_used_mb }));
-      const logFile = cluster!.sidecars.get(id)!.logFile;
-      return {
+      const raw: RawSidecar = {
         broker_id: id,
-        pid: pids.get(id),
+        pid: pids.get(id)!,
         partitions_led: leaders[id] ?? 0,
-        batches_per_s: round((last.batches_copied - first.batches_copied) / span, 0),
-        // The first minute includes the JVMs' and the sidecars' warm-up.
-        batches_per_s_steady: steady
-          ? round((last.batches_copied - steady.batches_copied) / (last.t_s - steady.t_s || 1), 0)
-          : null,
-        produce_requests_per_s: round((last.produce_requests - first.produce_requests) / span, 0),
-        batches_per_request: round(
-          (last.batches_copied - first.batches_copied) /
-            Math.max(1, last.produce_requests - first.produce_requests),
-          2,
-        ),
-        memory_bounds_log: memoryBoundsLine(logFile),
+        memory_bounds_log: memoryBoundsLine(cluster!.sidecars.get(id)!.logFile),
         cgroup_memory_limit: cgroupMemoryLimit(pids.get(id)!) ?? null,
-        peak_rss_mb: Math.max(...s.map((p) => p.rss_mb)),
-        hwm_mb: last.hwm_mb,
-        rss_at_steady_from_mb: s.find((p) => p.t_s >= STEADY_FROM_S)?.rss_mb ?? null,
-        rss_end_mb: last.rss_mb,
-        flatness: flatness(rss, STEADY_FROM_S) ?? null,
-        flatness_after_index_age: flatness(rss, LATE_FROM_S) ?? null,
-        heap_flatness: flatness(heapPoints, STEADY_FROM_S) ?? null,
-        series: s,
-        heap_series: heap,
+        series: series.get(id)!,
+        heap_series: heapSeries(probeDir, pids.get(id)!, t0),
       };
+      return { ...analyse(raw, STEADY_FROM_S), ...raw };
     });
-    const result = {
+    const result: SoakResult = {
       date: startedAt.toISOString(),
       kafka_version: cluster.version,
       command: 'flock /tmp/walproxy-e2e.lock npx tsx e2e/bench/soak.bench.ts',
@@ -459,23 +555,7 @@ async function main(): Promise<void> {
     };
     mkdirSync(path.dirname(RESULTS), { recursive: true });
     writeFileSync(RESULTS, `${JSON.stringify(result, null, 1)}\n`);
-
-    console.log(
-      `Memory soak, Kafka ${cluster.version}, ${startedAt.toISOString()}: ${wallS.toFixed(0)} s, target ${BATCHES_PER_S} batches/s per broker (acks=${ACKS}, ${RECORD_BYTES} B records, one per batch, ${PRODUCERS} producers, ${PARTITIONS_PER_BROKER * BROKER_IDS.length} partitions), sidecars without memory flags, versitygw on loopback`,
-    );
-    console.log(
-      `| sidecar | partitions led | batches/s (WAL): all / after ${STEADY_FROM_S} s | batches / Produce | peak RSS MB | RSS at ${STEADY_FROM_S} s → end MB | slope MB/min (${STEADY_FROM_S} s..end) | max − min after ${STEADY_FROM_S} s MB | slope after ${LATE_FROM_S} s | heap used end MB | index MB end |`,
-    );
-    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
-    for (const s of sidecars) {
-      const last = s.series.at(-1)!;
-      console.log(
-        `| ${s.broker_id} | ${s.partitions_led} | ${s.batches_per_s} / ${s.batches_per_s_steady ?? '-'} | ${s.batches_per_request} | ${s.peak_rss_mb} | ${s.rss_at_steady_from_mb ?? '-'} → ${s.rss_end_mb} | ${s.flatness?.slope_mb_per_min ?? '-'} | ${s.flatness?.max_minus_min_mb ?? '-'} | ${s.flatness_after_index_age?.slope_mb_per_min ?? '-'} | ${s.heap_series.at(-1)?.heap_used_mb ?? '-'} | ${last.index_mb} |`,
-      );
-    }
-    console.log(
-      `CPU (cores, of ${cpuCores.machine_cores}): machine ${cpuCores.machine_busy}, sidecars ${cpuCores.sidecars}, brokers ${cpuCores.brokers}, producers ${cpuCores.producers}, versitygw ${cpuCores.s3}; producer-side records/s ${JSON.stringify(result.producer_records_per_s)}; memory bounds logged: ${sidecars.some((s) => s.memory_bounds_log) ? 'yes' : 'none'}`,
-    );
+    report(result);
     console.log(`results: ${RESULTS}`);
     if (failure) console.error(`soak: stopped early: ${failure}`);
   } catch (error) {
@@ -490,4 +570,16 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+// `--from <soak.json>`: print the tables again from a recorded run (the analysis is recomputed
+// from its series), without starting anything.
+const fromIndex = process.argv.indexOf('--from');
+if (fromIndex >= 0) {
+  const recorded = JSON.parse(readFileSync(process.argv[fromIndex + 1] ?? RESULTS, 'utf8')) as SoakResult;
+  recorded.sidecars = recorded.sidecars.map((raw) => ({
+    ...raw,
+    ...analyse(raw, recorded.settings.steady_from_s),
+  }));
+  report(recorded);
+} else {
+  await main();
+}
