@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-replication bench-zone-local bench-cost bench-charts lint format docs clean
+.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-replication bench-zone-local bench-cost bench-soak bench-charts lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -133,12 +133,18 @@ bench: build kafka system-deps versitygw
 	$(MAKE) --no-print-directory bench-replication
 	$(MAKE) --no-print-directory bench-zone-local
 	$(MAKE) --no-print-directory bench-cost
+	$(MAKE) --no-print-directory bench-soak
 	$(MAKE) --no-print-directory bench-charts
 
 # SVG charts from the JSON results the benchmarks wrote under .runs/bench/ (those that exist),
 # into docs/charts/ (e2e/bench/charts.ts).
 bench-charts: deps
 	npx tsx e2e/bench/charts.ts
+
+# Memory soak (issue #12): ~5,000 produce batches/s per broker through WAL topics for SOAK_SECONDS
+# (default 600), every sidecar's RSS sampled; written to .runs/bench/soak.json (e2e/bench/soak.bench.ts).
+bench-soak: build kafka versitygw
+	npx tsx e2e/bench/soak.bench.ts
 
 # walproxy without the WAL against a bare Node socket.pipe() relay on the same ports, one run:
 # CPU-seconds per GiB each way, written to .runs/bench/pass-through.json (issue #13).

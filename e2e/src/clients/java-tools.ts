@@ -83,7 +83,21 @@ export function runKafkaTool(
     netns,
   }: { timeoutMs?: number; heap?: string; version?: string; netns?: string } = {},
 ): Promise<ToolResult> {
-  const javaArgs = [
+  const javaArgs = kafkaToolJavaArgs(mainClass, args, { heap, version });
+  return runBounded('java', javaArgs, { timeoutMs, label: mainClass, ...(netns ? { netns } : {}) });
+}
+
+/**
+ * The `java` arguments that run a Kafka main class from the resolved jars, logging WARN and above
+ * to stderr: for callers that manage the process themselves (a soak stops its load generator at a
+ * deadline and reads its output as it comes).
+ */
+export function kafkaToolJavaArgs(
+  mainClass: string,
+  args: string[],
+  { heap = '512m', version = kafkaVersion() }: { heap?: string; version?: string } = {},
+): string[] {
+  return [
     `-Xmx${heap}`,
     '-XX:+UseSerialGC',
     toolsLogFlag(version),
@@ -92,7 +106,6 @@ export function runKafkaTool(
     mainClass,
     ...args,
   ];
-  return runBounded('java', javaArgs, { timeoutMs, label: mainClass, ...(netns ? { netns } : {}) });
 }
 
 export interface ProducerPerfResult {
