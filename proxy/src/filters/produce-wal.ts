@@ -108,6 +108,12 @@ export interface ProduceWalStats {
   batchesNotCopied: number;
   /** Partitions of WAL topics not copied because a batch of theirs could not be read as magic v2. */
   partitionsNotCopied: number;
+  /**
+   * Partitions of WAL topics not copied because the request names them more than once: the
+   * broker appends at most one of the copies and answers the partition once, so no answer says
+   * which of them is in its log.
+   */
+  partitionsNamedTwice: number;
 }
 
 /**
@@ -136,6 +142,7 @@ export class ProduceWalFilter implements FrameFilter {
     unsupportedVersions: 0,
     batchesNotCopied: 0,
     partitionsNotCopied: 0,
+    partitionsNamedTwice: 0,
   };
   private readonly pending = new WeakMap<RequestInfo, PendingCopies>();
 
@@ -163,13 +170,14 @@ export class ProduceWalFilter implements FrameFilter {
     const request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
     const copied: PendingCopies = { batches: [], deferred: [] };
     const bytesBefore = this.stats.bytesCopied;
+    const namedTwice = partitionsNamedTwice(request.topicData);
     let topics = 0;
     for (const topicData of request.topicData) {
       const topic =
         topicData.name ??
         (topicData.topicId !== undefined ? this.deps.topicNames.nameOf(topicData.topicId) : undefined);
       if (topic !== undefined) {
-        const batches = this.copyTopic(topicData, topic);
+        const batches = this.copyTopic(topicData, topic, namedTwice);
         if (batches.length > 0) topics++;
         copied.batches.push(...batches);
       } else if (topicData.topicId !== undefined && this.deps.topicNames.isUnknown(topicData.topicId)) {
@@ -183,7 +191,7 @@ export class ProduceWalFilter implements FrameFilter {
         const topicId = topicData.topicId;
         copied.deferred.push(
           this.deps.topicNames.resolve(topicId).then((name) => {
-            if (name !== undefined) return this.copyTopic(topicData, name);
+            if (name !== undefined) return this.copyTopic(topicData, name, namedTwice);
             this.stats.unknownTopicIds++;
             return [];
           }),
@@ -211,7 +219,11 @@ export class ProduceWalFilter implements FrameFilter {
   }
 
   /** Appends every batch of one topic's partitions to the WAL, if the topic goes to the WAL. */
-  private copyTopic(topicData: ProduceTopicData, topic: string): PendingBatch[] {
+  private copyTopic(
+    topicData: ProduceTopicData,
+    topic: string,
+    namedTwice: ReadonlySet<string>,
+  ): PendingBatch[] {
     const settings = this.deps.policy.settingsFor(topic);
     if (!settings.wal) return [];
     // A degraded store would make these batches wait for nothing: without durable ack the
@@ -220,6 +232,12 @@ export class ProduceWalFilter implements FrameFilter {
     const batches: PendingBatch[] = [];
     for (const partitionData of topicData.partitionData) {
       if (partitionData.records === null) continue;
+      if (namedTwice.has(partitionKey(topicData, partitionData.index))) {
+        // Kafka keeps one of the copies (a map by partition) and answers once: the answer cannot
+        // tell which one its log holds, so none is stored and followers get them inline.
+        this.stats.partitionsNamedTwice++;
+        continue;
+      }
       const readable = readableBatches(partitionData.records);
       if (readable === undefined) {
         // A batch the WAL cannot read (magic 0/1, a Length below the v2 header, a batch cut
@@ -421,6 +439,25 @@ function readableBatches(records: Buffer): RecordBatch[] | undefined {
     return undefined;
   }
   return batches;
+}
+
+/** A partition of a request, by the topic's name (v3-12) or id (v13+) as the request gives it. */
+function partitionKey(topicData: ProduceTopicData, partition: number): string {
+  return `${topicData.name ?? topicData.topicId}\u0000${partition}`;
+}
+
+/** The partitions a request names more than once (in one topic entry, or in two entries of a topic). */
+function partitionsNamedTwice(topicData: readonly ProduceTopicData[]): Set<string> {
+  const seen = new Set<string>();
+  const twice = new Set<string>();
+  for (const t of topicData) {
+    for (const p of t.partitionData) {
+      const key = partitionKey(t, p.index);
+      if (seen.has(key)) twice.add(key);
+      seen.add(key);
+    }
+  }
+  return twice;
 }
 
 /** The broker's answer for the batch's partition. */

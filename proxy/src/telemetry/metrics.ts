@@ -309,6 +309,7 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
     r.observe(p.partitionsNotCopied, { reason: 'unreadable_partition' });
     r.observe(p.batchesNotCopiedStoreDegraded, { reason: 'store_degraded' });
+    r.observe(p.partitionsNamedTwice, { reason: 'partition_named_twice' });
   });
 
   counter('walproxy.wal.objects.uploaded', '{object}', 'WAL objects stored', (r) =>
