@@ -8,6 +8,7 @@ import {
   decodeResponseHeader,
   ErrorCode,
   encodeProduceResponse,
+  type ProduceRequest,
   type ProduceResponse,
   type ProduceTopicData,
   peekProduceAcks,
@@ -104,6 +105,8 @@ export interface ProduceWalStats {
   unknownTopicIds: number;
   /** Produce versions outside 3–13, forwarded without copying. */
   unsupportedVersions: number;
+  /** Requests the codec could not read (the broker may: it is more lenient), forwarded without copying. */
+  requestsNotDecoded: number;
   /** Batches the WAL writer refused to take (not a magic v2 batch). */
   batchesNotCopied: number;
   /** Partitions of WAL topics not copied because a batch of theirs could not be read as magic v2. */
@@ -140,6 +143,7 @@ export class ProduceWalFilter implements FrameFilter {
     bytesNotCopiedStoreDegraded: 0,
     unknownTopicIds: 0,
     unsupportedVersions: 0,
+    requestsNotDecoded: 0,
     batchesNotCopied: 0,
     partitionsNotCopied: 0,
     partitionsNamedTwice: 0,
@@ -166,8 +170,23 @@ export class ProduceWalFilter implements FrameFilter {
       this.stats.unsupportedVersions++;
       return { action: 'forward', frame, expectResponse: peekProduceAcks(payload) !== 0 };
     }
-    const header = decodeRequestHeader(payload);
-    const request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    let request: ProduceRequest;
+    try {
+      const header = decodeRequestHeader(payload);
+      request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    } catch (error) {
+      // The codec is stricter than Kafka, which reads any bytes as a string, any negative length
+      // as null and ignores bytes after the body: what the codec refuses, the broker judges, as
+      // stock (it answers, or closes the connection). Nothing of it is copied. Only a request
+      // whose acks cannot be found closes here: the pipe must know whether an answer comes.
+      const acks = peekProduceAcks(payload);
+      this.stats.requestsNotDecoded++;
+      this.deps.log.debug(
+        { error: (error as Error).message },
+        'Produce request not decoded; forwarded as sent',
+      );
+      return { action: 'forward', frame, expectResponse: acks !== 0 };
+    }
     const copied: PendingCopies = { batches: [], deferred: [] };
     const bytesBefore = this.stats.bytesCopied;
     const namedTwice = partitionsNamedTwice(request.topicData);

@@ -306,6 +306,7 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     const p = wal.produce();
     r.observe(p.unknownTopicIds, { reason: 'unknown_topic_id' });
     r.observe(p.unsupportedVersions, { reason: 'unsupported_version' });
+    r.observe(p.requestsNotDecoded, { reason: 'request_not_decoded' });
     r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
     r.observe(p.partitionsNotCopied, { reason: 'unreadable_partition' });
     r.observe(p.batchesNotCopiedStoreDegraded, { reason: 'store_degraded' });

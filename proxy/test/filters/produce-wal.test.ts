@@ -322,6 +322,45 @@ describe('ProduceWalFilter', () => {
     },
   );
 
+  it.each([
+    // Kafka reads strings as UTF-8 with replacement characters, never failing on them
+    ['a client id that is not UTF-8', 9, (f: Buffer) => f.writeUInt8(0xff, 4 + 10)],
+    ['a topic name that is not UTF-8', 9, (f: Buffer) => f.writeUInt8(0xc3, f.indexOf('wal-orders') + 3)],
+    // Kafka reads any negative length of a nullable string as null
+    ['a transactional id of length -2', 8, (f: Buffer) => f.writeInt16BE(-2, 4 + 10 + 'test'.length)],
+  ])(
+    'forwards, as sent and copying nothing, a Produce with %s: the codec refuses it, Kafka reads it',
+    (_, version, spoil) => {
+      // Given a request the broker reads but the codec does not (found by fuzzing: the filter
+      // threw, and the pipe closed a connection the broker would have answered)
+      const { filter, writer } = setup();
+      const request = produceRequest(version, -1, { name: 'wal-orders' }, makeBatch());
+      spoil(request);
+      // When it passes, then it goes up as it came, and an answer is expected
+      expect(filter.onRequest(info(version), request)).toEqual({
+        action: 'forward',
+        frame: request,
+        expectResponse: true,
+      });
+      // And nothing of it is copied
+      expect(writer.stats.pendingBytes).toBe(0);
+      expect(filter.stats.requestsNotDecoded).toBe(1);
+    },
+  );
+
+  it('forwards a Produce with bytes after its body, as sent, copying nothing', () => {
+    const { filter, writer } = setup();
+    const request = produceRequest(9, 0, { name: 'wal-orders' }, makeBatch());
+    const extended = Buffer.concat([request, Buffer.from([1, 2, 3])]);
+    extended.writeInt32BE(extended.length - 4, 0);
+    expect(filter.onRequest(info(9), extended)).toEqual({
+      action: 'forward',
+      frame: extended,
+      expectResponse: false,
+    });
+    expect(writer.stats.pendingBytes).toBe(0);
+  });
+
   describe('while the store is degraded', () => {
     const degraded = () => {
       const health = new StoreHealth({
