@@ -12,12 +12,12 @@ import {
   encodeWalTrace,
   FETCH_CAPABILITY_TAG,
   type FetchCapability,
+  type FetchRequest,
   type FetchResponse,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
   type PartialBatch,
   type PartitionSegment,
-  ProtocolError,
   type RecordBatch,
   recordBatches,
   responseHeaderVersion,
@@ -80,6 +80,7 @@ export function newFetchStripStats(): FetchStripStats {
     holdMsMax: 0,
     unknownCapabilityVersions: 0,
     responsesNotDecoded: 0,
+    requestsNotDecoded: 0,
   };
 }
 
@@ -144,10 +145,15 @@ export interface FetchStripStats {
   holds: number;
   holdMsTotal: number;
   holdMsMax: number;
-  /** Marked requests from a follower side that reads another reference format: answered stock. */
+  /**
+   * Marked requests from a follower side that reads another reference format, or whose
+   * capability tag cannot be read: answered stock.
+   */
   unknownCapabilityVersions: number;
   /** Marked responses the codec could not read: passed on as the broker sent them. */
   responsesNotDecoded: number;
+  /** Requests the codec could not read (the broker may): forwarded as sent, answered stock. */
+  requestsNotDecoded: number;
 }
 
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
@@ -246,10 +252,11 @@ export class FetchStripFilter implements FrameFilter {
   ) {}
 
   onRequest(info: RequestInfo, frame: Buffer): RequestDecision {
-    if (info.apiVersion >= FETCH_STRIP_VERSIONS.min && info.apiVersion <= FETCH_STRIP_VERSIONS.max) {
-      const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-      const header = decodeRequestHeader(payload);
-      const request = decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
+    const request =
+      info.apiVersion >= FETCH_STRIP_VERSIONS.min && info.apiVersion <= FETCH_STRIP_VERSIONS.max
+        ? this.decodeRequest(info, frame)
+        : undefined;
+    if (request !== undefined) {
       const tag = request.taggedFields?.find((t) => t.tag === FETCH_CAPABILITY_TAG);
       const capability = tag ? readCapability(tag.data) : undefined;
       if (capability) {
@@ -262,6 +269,26 @@ export class FetchStripFilter implements FrameFilter {
     }
     // The broker ignores the unknown tag (KIP-482), so the request goes up as it came.
     return { action: 'forward', frame, expectResponse: true };
+  }
+
+  /**
+   * The request, or undefined when the codec cannot read it: Kafka is more lenient (any bytes
+   * are a string to it, any negative length null), so the broker judges it and, unmarked, it
+   * gets the stock answer.
+   */
+  private decodeRequest(info: RequestInfo, frame: Buffer): FetchRequest | undefined {
+    try {
+      const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+      const header = decodeRequestHeader(payload);
+      return decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
+    } catch (error) {
+      this.stats.requestsNotDecoded++;
+      this.deps.log.debug(
+        { error: (error as Error).message },
+        'fetch request not decoded; forwarded as sent',
+      );
+      return undefined;
+    }
   }
 
   onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {
@@ -577,14 +604,14 @@ export class FetchStripFilter implements FrameFilter {
 
 /**
  * The follower side's capability, or undefined when it speaks another version of the reference
- * format (a rolling upgrade of walproxy): such a follower gets the stock response, inline.
+ * format (a rolling upgrade of walproxy) or its bytes cannot be read: such a follower gets the
+ * stock response, inline. The broker ignores the tag, so it is no reason to close the connection.
  */
 function readCapability(data: Buffer): FetchCapability | undefined {
   try {
     return decodeFetchCapability(data);
-  } catch (error) {
-    if (error instanceof ProtocolError && error.code === 'WALPROXY_ERR_UNSUPPORTED_VERSION') return undefined;
-    throw error;
+  } catch {
+    return undefined;
   }
 }
 

@@ -8,6 +8,7 @@ import {
   decodeResponseHeader,
   ErrorCode,
   encodeProduceResponse,
+  type ProduceRequest,
   type ProduceResponse,
   type ProduceTopicData,
   peekProduceAcks,
@@ -111,12 +112,20 @@ export interface ProduceWalStats {
   unknownTopicIds: number;
   /** Produce versions outside 3–13, forwarded without copying. */
   unsupportedVersions: number;
+  /** Requests the codec could not read (the broker may: it is more lenient), forwarded without copying. */
+  requestsNotDecoded: number;
   /** Batches the WAL writer refused to take (not a magic v2 batch). */
   batchesNotCopied: number;
   /** Partitions of WAL topics not copied because a batch of theirs could not be read as magic v2. */
   partitionsNotCopied: number;
   /** Batches indexed where they were stored already (zone-local produce), not uploaded again. */
   batchesStoredElsewhere: number;
+  /**
+   * Partitions of WAL topics not copied because the request names them more than once: the
+   * broker appends at most one of the copies and answers the partition once, so no answer says
+   * which of them is in its log.
+   */
+  partitionsNamedTwice: number;
 }
 
 /**
@@ -145,9 +154,11 @@ export class ProduceWalFilter implements FrameFilter {
     bytesNotCopiedInlineMode: 0,
     unknownTopicIds: 0,
     unsupportedVersions: 0,
+    requestsNotDecoded: 0,
     batchesNotCopied: 0,
     partitionsNotCopied: 0,
     batchesStoredElsewhere: 0,
+    partitionsNamedTwice: 0,
   };
   private readonly pending = new WeakMap<RequestInfo, PendingCopies>();
 
@@ -185,17 +196,33 @@ export class ProduceWalFilter implements FrameFilter {
       this.stats.unsupportedVersions++;
       return { action: 'forward', frame, expectResponse: peekProduceAcks(payload) !== 0 };
     }
-    const header = decodeRequestHeader(payload);
-    const request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    let request: ProduceRequest;
+    try {
+      const header = decodeRequestHeader(payload);
+      request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    } catch (error) {
+      // The codec is stricter than Kafka, which reads any bytes as a string, any negative length
+      // as null and ignores bytes after the body: what the codec refuses, the broker judges, as
+      // stock (it answers, or closes the connection). Nothing of it is copied. Only a request
+      // whose acks cannot be found closes here: the pipe must know whether an answer comes.
+      const acks = peekProduceAcks(payload);
+      this.stats.requestsNotDecoded++;
+      this.deps.log.debug(
+        { error: (error as Error).message },
+        'Produce request not decoded; forwarded as sent',
+      );
+      return { action: 'forward', frame, expectResponse: acks !== 0 };
+    }
     const copied: PendingCopies = { batches: [], deferred: [] };
     const bytesBefore = this.stats.bytesCopied;
+    const namedTwice = partitionsNamedTwice(request.topicData);
     let topics = 0;
     for (const topicData of request.topicData) {
       const topic =
         topicData.name ??
         (topicData.topicId !== undefined ? this.deps.topicNames.nameOf(topicData.topicId) : undefined);
       if (topic !== undefined) {
-        const batches = this.copyTopic(info, topicData, topic);
+        const batches = this.copyTopic(info, topicData, topic, namedTwice);
         if (batches.length > 0) topics++;
         copied.batches.push(...batches);
       } else if (topicData.topicId !== undefined && this.deps.topicNames.isUnknown(topicData.topicId)) {
@@ -209,7 +236,7 @@ export class ProduceWalFilter implements FrameFilter {
         const topicId = topicData.topicId;
         copied.deferred.push(
           this.deps.topicNames.resolve(topicId).then((name) => {
-            if (name !== undefined) return this.copyTopic(info, topicData, name);
+            if (name !== undefined) return this.copyTopic(info, topicData, name, namedTwice);
             this.stats.unknownTopicIds++;
             return [];
           }),
@@ -237,7 +264,12 @@ export class ProduceWalFilter implements FrameFilter {
   }
 
   /** Appends every batch of one topic's partitions to the WAL, if the topic goes to the WAL. */
-  private copyTopic(info: RequestInfo, topicData: ProduceTopicData, topic: string): PendingBatch[] {
+  private copyTopic(
+    info: RequestInfo,
+    topicData: ProduceTopicData,
+    topic: string,
+    namedTwice: ReadonlySet<string>,
+  ): PendingBatch[] {
     const settings = this.deps.policy.settingsFor(topic);
     if (!settings.wal) return [];
     // A degraded store would make these batches wait for nothing: without durable ack the
@@ -252,6 +284,12 @@ export class ProduceWalFilter implements FrameFilter {
     const batches: PendingBatch[] = [];
     for (const partitionData of topicData.partitionData) {
       if (partitionData.records === null) continue;
+      if (namedTwice.has(partitionKey(topicData, partitionData.index))) {
+        // Kafka keeps one of the copies (a map by partition) and answers once: the answer cannot
+        // tell which one its log holds, so none is stored and followers get them inline.
+        this.stats.partitionsNamedTwice++;
+        continue;
+      }
       const readable = readableBatches(partitionData.records);
       if (readable === undefined) {
         // A batch the WAL cannot read (magic 0/1, a Length below the v2 header, a batch cut
@@ -478,6 +516,25 @@ function readableBatches(records: Buffer): RecordBatch[] | undefined {
     return undefined;
   }
   return batches;
+}
+
+/** A partition of a request, by the topic's name (v3-12) or id (v13+) as the request gives it. */
+function partitionKey(topicData: ProduceTopicData, partition: number): string {
+  return `${topicData.name ?? topicData.topicId}\u0000${partition}`;
+}
+
+/** The partitions a request names more than once (in one topic entry, or in two entries of a topic). */
+function partitionsNamedTwice(topicData: readonly ProduceTopicData[]): Set<string> {
+  const seen = new Set<string>();
+  const twice = new Set<string>();
+  for (const t of topicData) {
+    for (const p of t.partitionData) {
+      const key = partitionKey(t, p.index);
+      if (seen.has(key)) twice.add(key);
+      seen.add(key);
+    }
+  }
+  return twice;
 }
 
 /** The broker's answer for the batch's partition. */

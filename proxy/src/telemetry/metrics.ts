@@ -348,10 +348,12 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     const p = wal.produce();
     r.observe(p.unknownTopicIds, { reason: 'unknown_topic_id' });
     r.observe(p.unsupportedVersions, { reason: 'unsupported_version' });
+    r.observe(p.requestsNotDecoded, { reason: 'request_not_decoded' });
     r.observe(p.batchesNotCopied, { reason: 'not_v2_batch' });
     r.observe(p.partitionsNotCopied, { reason: 'unreadable_partition' });
     r.observe(p.batchesNotCopiedStoreDegraded, { reason: 'store_degraded' });
     r.observe(p.batchesNotCopiedInlineMode, { reason: 'inline_mode' });
+    r.observe(p.partitionsNamedTwice, { reason: 'partition_named_twice' });
   });
   counter(
     'walproxy.produce.not_copied.bytes',

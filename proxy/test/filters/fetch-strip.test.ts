@@ -49,7 +49,11 @@ function frame(parts: Buffer[]): Buffer {
   return Buffer.concat([size, ...parts]);
 }
 
-function fetchRequest(inline: Array<{ partition: number }> | 'unmarked', capabilityVersion?: number): Buffer {
+function fetchRequest(
+  inline: Array<{ partition: number }> | 'unmarked',
+  capabilityVersion?: number,
+  spoil: (capability: Buffer) => Buffer = (c) => c,
+): Buffer {
   const capability = (inlineRequests: Array<{ partition: number }>) => {
     const data = encodeFetchCapability({
       inlineRequests: inlineRequests.map((r) => ({
@@ -59,7 +63,7 @@ function fetchRequest(inline: Array<{ partition: number }> | 'unmarked', capabil
       })),
     });
     if (capabilityVersion !== undefined) data[0] = capabilityVersion;
-    return data;
+    return spoil(data);
   };
   const taggedFields = inline === 'unmarked' ? [] : [{ tag: FETCH_CAPABILITY_TAG, data: capability(inline) }];
   return frame([
@@ -156,6 +160,38 @@ function segmentsOf(response: Buffer) {
 }
 
 describe('FetchStripFilter', () => {
+  it('forwards a marked Fetch the codec cannot read as sent, and answers it stock', async () => {
+    // Given a stored batch, and a marked Fetch whose client id is not UTF-8 (found by fuzzing:
+    // the filter threw and the pipe closed a connection the broker answers; Kafka reads any
+    // bytes as a string)
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    await Promise.resolve();
+    const request = fetchRequest([]);
+    request[4 + 10] = 0xff;
+    const i = info();
+    // When it passes, then it goes up as it came
+    expect(filter.onRequest(i, request)).toEqual({ action: 'forward', frame: request, expectResponse: true });
+    // And the broker's answer comes back as the broker sent it, without references
+    const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(await filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.requestsNotDecoded).toBe(1);
+  });
+
   it('replaces stored batches by references and keeps the rest inline, in order', async () => {
     const { index, filter } = setup();
     // Given two produced batches stored in the WAL, and one the WAL never saw
@@ -277,6 +313,20 @@ describe('FetchStripFilter', () => {
     filter.onRequest(i, fetchRequest([], 1));
     // When the broker answers, then the follower gets the stock response, and it is counted
     const { frame: response } = fetchResponse(asStored(a, 0n));
+    expect(filter.onResponse(i, response)).toBe(response);
+    expect(filter.stats.unknownCapabilityVersions).toBe(1);
+  });
+
+  it('answers stock a marked request whose capability it cannot read', () => {
+    // Given a capability tag cut after its inline-request count (found by fuzzing: the filter
+    // threw and the pipe closed the connection, though the broker ignores the tag)
+    const { filter } = setup();
+    const request = fetchRequest([{ partition: 0 }], undefined, (c) => c.subarray(0, 2));
+    const i = info();
+    // When it passes, then it goes up as it came
+    expect(filter.onRequest(i, request)).toEqual({ action: 'forward', frame: request, expectResponse: true });
+    // And the answer is the broker's, unmarked
+    const { frame: response } = fetchResponse(sampleBatch(0n, 1, 10, 1));
     expect(filter.onResponse(i, response)).toBe(response);
     expect(filter.stats.unknownCapabilityVersions).toBe(1);
   });

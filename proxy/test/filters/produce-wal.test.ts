@@ -287,6 +287,111 @@ describe('ProduceWalFilter', () => {
     },
   );
 
+  it.each([
+    [
+      'twice in one topic entry',
+      (a: Buffer, b: Buffer, c: Buffer) => [
+        {
+          name: 'wal-orders',
+          partitionData: [
+            { index: 0, records: a },
+            { index: 0, records: b },
+            { index: 1, records: c },
+          ],
+        },
+      ],
+    ],
+    [
+      'in two entries of the topic',
+      (a: Buffer, b: Buffer, c: Buffer) => [
+        {
+          name: 'wal-orders',
+          partitionData: [
+            { index: 0, records: a },
+            { index: 1, records: c },
+          ],
+        },
+        { name: 'wal-orders', partitionData: [{ index: 0, records: b }] },
+      ],
+    ],
+  ])(
+    'copies nothing of a partition a request names %s, and the other partitions as usual',
+    async (_, topicData) => {
+      // Given a Produce naming partition 0 with two different batches (found by fuzzing: Kafka
+      // appends one of them and answers the partition once, which copy is not said)
+      const { filter, store, published } = setup({ durableAck: false });
+      const [a, b, c] = ['first', 'second', 'other'].map((v) => makeBatch({ records: Buffer.from(v) }));
+      const request = frame([
+        encodeRequestHeader({ apiKey: ApiKey.Produce, apiVersion: 9, correlationId: 5, clientId: 'test' }),
+        encodeProduceRequest(
+          { transactionalId: null, acks: -1, timeoutMs: 30_000, topicData: topicData(a!, b!, c!) },
+          9,
+        ),
+      ]);
+      const i = info(9);
+      // When it passes and the broker answers both partitions with success
+      expect(filter.onRequest(i, request)).toEqual({
+        action: 'forward',
+        frame: request,
+        expectResponse: true,
+      });
+      await filter.onResponse(
+        i,
+        produceResponseOf(9, { name: 'wal-orders' }, [
+          { index: 0, errorCode: 0, baseOffset: 40n },
+          { index: 1, errorCode: 0, baseOffset: 7n },
+        ]),
+      );
+      await new Promise((r) => setTimeout(r, 50));
+      // Then the WAL holds partition 1's batch only, and only its offsets are published
+      const stored = [...store.objects.values()].flatMap((o) =>
+        parseWalObject(o).entries.map((e) => o.subarray(e.position, e.position + e.length)),
+      );
+      expect(stored).toEqual([c]);
+      expect(published).toMatchObject([{ partition: 1, baseOffset: 7n }]);
+      expect(filter.stats).toMatchObject({ batchesCopied: 1, partitionsNamedTwice: 2 });
+    },
+  );
+
+  it.each([
+    // Kafka reads strings as UTF-8 with replacement characters, never failing on them
+    ['a client id that is not UTF-8', 9, (f: Buffer) => f.writeUInt8(0xff, 4 + 10)],
+    ['a topic name that is not UTF-8', 9, (f: Buffer) => f.writeUInt8(0xc3, f.indexOf('wal-orders') + 3)],
+    // Kafka reads any negative length of a nullable string as null
+    ['a transactional id of length -2', 8, (f: Buffer) => f.writeInt16BE(-2, 4 + 10 + 'test'.length)],
+  ])(
+    'forwards, as sent and copying nothing, a Produce with %s: the codec refuses it, Kafka reads it',
+    (_, version, spoil) => {
+      // Given a request the broker reads but the codec does not (found by fuzzing: the filter
+      // threw, and the pipe closed a connection the broker would have answered)
+      const { filter, writer } = setup();
+      const request = produceRequest(version, -1, { name: 'wal-orders' }, makeBatch());
+      spoil(request);
+      // When it passes, then it goes up as it came, and an answer is expected
+      expect(filter.onRequest(info(version), request)).toEqual({
+        action: 'forward',
+        frame: request,
+        expectResponse: true,
+      });
+      // And nothing of it is copied
+      expect(writer.stats.pendingBytes).toBe(0);
+      expect(filter.stats.requestsNotDecoded).toBe(1);
+    },
+  );
+
+  it('forwards a Produce with bytes after its body, as sent, copying nothing', () => {
+    const { filter, writer } = setup();
+    const request = produceRequest(9, 0, { name: 'wal-orders' }, makeBatch());
+    const extended = Buffer.concat([request, Buffer.from([1, 2, 3])]);
+    extended.writeInt32BE(extended.length - 4, 0);
+    expect(filter.onRequest(info(9), extended)).toEqual({
+      action: 'forward',
+      frame: extended,
+      expectResponse: false,
+    });
+    expect(writer.stats.pendingBytes).toBe(0);
+  });
+
   describe('while the store is degraded', () => {
     const degraded = () => {
       const health = new StoreHealth({

@@ -174,15 +174,16 @@ export function peekProduceAcks(frame: Buffer): number {
   }
   const flexible = version >= 9;
   const r = new Reader(frame, { api: 'ProduceRequest', version, flexible }, 8);
+  // As Kafka reads these two nullable strings: any negative length is null (its generated
+  // readers test `length < 0`), and the bytes are skipped whatever they are. Where this peek
+  // fails, the broker fails too, so the pipe closes only connections stock Kafka would.
   const clientIdLength = r.int16('ClientId');
   if (clientIdLength > 0) r.skip(clientIdLength, 'ClientId');
-  else if (clientIdLength < -1) r.fail('INVALID_LENGTH', 'ClientId', `string length ${clientIdLength}`, 8);
   if (flexible) r.taggedFields('RequestHeader');
   if (version >= 3) {
-    const at = r.offset;
-    const length = flexible ? r.uvarint('TransactionalId') - 1 : r.int16('TransactionalId');
+    // A compact length is an unsigned varint that Kafka reads into an int: past 2^31 it is negative.
+    const length = flexible ? (r.uvarint('TransactionalId') | 0) - 1 : r.int16('TransactionalId');
     if (length > 0) r.skip(length, 'TransactionalId');
-    else if (length < -1) r.fail('INVALID_LENGTH', 'TransactionalId', `string length ${length}`, at);
   }
   return r.int16('Acks');
 }

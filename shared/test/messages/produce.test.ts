@@ -153,6 +153,23 @@ describe('peekProduceAcks', () => {
     );
   });
 
+  it('reads a negative string length as null, as Kafka does', () => {
+    // Given v8 and v9 frames whose client id and transactional id lengths are -2 and -32768
+    for (const v of [8, 9]) {
+      const f = frame(v, 0, { clientId: null, txn: null });
+      f.writeInt16BE(-2, 8);
+      if (v === 8) f.writeInt16BE(-32768, 10);
+      // Then acks is found past them
+      expect(peekProduceAcks(f)).toBe(0);
+    }
+    // And a compact length past 2^31, negative as Kafka reads it, is null too
+    const f = frame(9, 1, { clientId: null, txn: null });
+    const txnAt = 10 + 5; // client id length, then the header's tag section (tag 3, 2 bytes)
+    expect(f[txnAt]).toBe(0);
+    const huge = Buffer.concat([f.subarray(0, txnAt), hex('80 80 80 80 08'), f.subarray(txnAt + 1)]);
+    expect(peekProduceAcks(huge)).toBe(1);
+  });
+
   it('refuses frames of other APIs', () => {
     expect(protocolErrorOf(() => peekProduceAcks(hex('0001 000c 00000001 ffff 00'))).code).toBe(
       'WALPROXY_ERR_UNKNOWN_API_KEY',
