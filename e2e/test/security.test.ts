@@ -231,7 +231,11 @@ describe('TLS and SASL through the sidecars', () => {
     // And followers, authenticating as admin on the SASL inter-broker listener through mutual-TLS
     // sidecars, replicated by reference: every replica byte-identical to its leader
     expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-java', 3)).toEqual([]);
-    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-kcat', 3)).toEqual([]);
+    // (kcat's lines have no key: librdkafka's sticky partitioner may put all 2,000 in one
+    // partition, so the others may rightly be empty on every replica)
+    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-kcat', 3, { mayBeEmpty: true })).toEqual(
+      [],
+    );
     const after = referencesSent(await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id))));
     expect(after).toBeGreaterThan(before);
 
@@ -386,7 +390,10 @@ describe('TLS and SASL through the sidecars', () => {
     );
     expect(read.code, read.stderr).toBe(0);
     expect(read.stdout.trim().split('\n').sort()).toEqual([...lines].sort());
-    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-zl', 3)).toEqual([]);
+    // (keyless kcat lines, sticky partitioner: a partition may rightly be empty on every replica)
+    expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-zl', 3, { mayBeEmpty: true })).toEqual(
+      [],
+    );
     failed = false;
   });
 
