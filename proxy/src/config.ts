@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { addressTemplate, brokerAddresses, brokerIds, list, present } from './cli/flag-values.js';
 import {
   type KafkaClientSecurity,
   type ListenerTlsConfig,
@@ -152,10 +153,6 @@ class Errors {
   }
 }
 
-function present(value: unknown): boolean {
-  return value !== undefined && value !== null && value !== '';
-}
-
 function hostPort(
   raw: RawSidecarOptions,
   flag: string,
@@ -198,15 +195,6 @@ function integer(
   return n;
 }
 
-function list(value: unknown): string[] {
-  if (!present(value)) return [];
-  const items = Array.isArray(value) ? value : [value];
-  return items
-    .flatMap((item) => String(item).split(','))
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}
-
 /**
  * Validates everything at once, so an operator sees every bad setting in one run, each on one
  * line naming the flag and the reason.
@@ -234,35 +222,22 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   const egressListenBase = integer(withDefaults, 'egress-listen-base', errors, 1, 65_535);
   const egressListenHost = String(withDefaults['egress-listen-host']);
 
-  const peerAddresses = new Map<number, HostPort>();
-  for (const entry of list(withDefaults['peer-address'])) {
-    const match = /^(\d+)=(.+)$/.exec(entry);
-    const address = match ? parseHostPort(match[2]!) : undefined;
-    if (!match || typeof address !== 'object') {
-      errors.add('peer-address', `'${entry}' is not <broker-id>=<host:port>`);
-      continue;
-    }
-    peerAddresses.set(Number(match[1]), address);
-  }
-  const template = present(withDefaults['peer-address-template'])
-    ? String(withDefaults['peer-address-template'])
-    : undefined;
-  if (
-    template !== undefined &&
-    (!template.includes('{id}') || typeof parseHostPort(template.replaceAll('{id}', '0')) === 'string')
-  ) {
-    errors.add(
-      'peer-address-template',
-      `'${template}' must be host:port containing {id}, e.g. kafka-{id}.kafka-headless:9193`,
-    );
-  }
+  const peerAddresses = brokerAddresses(
+    list(withDefaults['peer-address']),
+    'peer-address',
+    parseHostPort,
+    errors,
+  );
+  const template = addressTemplate(
+    withDefaults['peer-address-template'],
+    'peer-address-template',
+    'kafka-{id}.kafka-headless:9193',
+    parseHostPort,
+    errors,
+  );
 
-  const egressBrokerIds: number[] = [];
   const rawIds = list(withDefaults['egress-broker-ids']);
-  for (const id of rawIds) {
-    if (!/^\d+$/.test(id)) errors.add('egress-broker-ids', `'${id}' is not a broker id`);
-    else egressBrokerIds.push(Number(id));
-  }
+  const egressBrokerIds = brokerIds(rawIds, 'egress-broker-ids', errors);
   if (rawIds.length === 0) egressBrokerIds.push(...[...peerAddresses.keys()].filter((id) => id !== brokerId));
   if (egressBrokerIds.length > 0 && egressListenBase === undefined) {
     errors.add(

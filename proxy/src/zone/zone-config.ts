@@ -1,6 +1,7 @@
 // The `--zone*` flags of `walproxy sidecar` (issue #15, docs/zone-local.md) and their validation.
 // With `--zone` unset the sidecar routes nothing by zone and every client works as before.
 import type { Argv } from 'yargs';
+import { addressTemplate, brokerAddresses, brokerIds, list, present } from '../cli/flag-values.js';
 import type { FlagErrorSink } from '../cli/s3-flags.js';
 import { parseHostPort } from '../config.js';
 import type { HostPort } from '../net/proxy-listener.js';
@@ -93,19 +94,6 @@ export function zoneFlagOptions<T>(yargs: Argv<T>): Argv<T> {
     });
 }
 
-function present(value: unknown): boolean {
-  return value !== undefined && value !== null && value !== '';
-}
-
-function list(value: unknown): string[] {
-  if (!present(value)) return [];
-  const items = Array.isArray(value) ? value : [value];
-  return items
-    .flatMap((item) => String(item).split(','))
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}
-
 function hostPortFlag(
   raw: Record<string, unknown>,
   flag: string,
@@ -166,35 +154,22 @@ export function parseZoneConfig(
     );
   }
 
-  const ingressAddresses = new Map<number, HostPort>();
-  for (const entry of list(raw['zone-ingress-address'])) {
-    const match = /^(\d+)=(.+)$/.exec(entry);
-    const address = match ? parseHostPort(match[2]!) : undefined;
-    if (!match || typeof address !== 'object') {
-      errors.add('zone-ingress-address', `'${entry}' is not <broker-id>=<host:port>`);
-      continue;
-    }
-    ingressAddresses.set(Number(match[1]), address);
-  }
-  const template = present(raw['zone-ingress-address-template'])
-    ? String(raw['zone-ingress-address-template'])
-    : undefined;
-  if (
-    template !== undefined &&
-    (!template.includes('{id}') || typeof parseHostPort(template.replaceAll('{id}', '0')) === 'string')
-  ) {
-    errors.add(
-      'zone-ingress-address-template',
-      `'${template}' must be host:port containing {id}, e.g. kafka-{id}.kafka-headless:9194`,
-    );
-  }
+  const ingressAddresses = brokerAddresses(
+    list(raw['zone-ingress-address']),
+    'zone-ingress-address',
+    parseHostPort,
+    errors,
+  );
+  const template = addressTemplate(
+    raw['zone-ingress-address-template'],
+    'zone-ingress-address-template',
+    'kafka-{id}.kafka-headless:9194',
+    parseHostPort,
+    errors,
+  );
 
-  const egressBrokerIds: number[] = [];
   const rawIds = list(raw['zone-egress-broker-ids']);
-  for (const id of rawIds) {
-    if (!/^\d+$/.test(id)) errors.add('zone-egress-broker-ids', `'${id}' is not a broker id`);
-    else egressBrokerIds.push(Number(id));
-  }
+  const egressBrokerIds = brokerIds(rawIds, 'zone-egress-broker-ids', errors);
   if (rawIds.length === 0) {
     const ids = new Set([...replicationEgressIds, ...ingressAddresses.keys()]);
     if (brokerId !== undefined) ids.add(brokerId);
