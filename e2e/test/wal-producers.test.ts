@@ -1,7 +1,13 @@
 import { describe, expect, inject, it } from 'vitest';
 import { consumeValues, createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
 import { kcat } from '../src/clients/kcat.js';
-import { sidecarCounters } from '../src/cluster/cluster-info.js';
+import {
+  type CounterSnapshot,
+  counterDelta,
+  counterSnapshot,
+  counters,
+  sidecarCounters,
+} from '../src/cluster/cluster-info.js';
 import {
   batchIdentity,
   type LogBatch,
@@ -21,6 +27,21 @@ async function walSettled(cluster: ReturnType<typeof inject<'cluster'>>): Promis
   }
 }
 
+/**
+ * Waits until every sidecar's store is healthy: a file before this one may have left a store
+ * degraded (a fault it injected, an upload slowed by load), and while degraded nothing is copied.
+ */
+async function storesHealthy(cluster: ReturnType<typeof inject<'cluster'>>): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const all = await Promise.all([1, 2, 3].map((id) => sidecarCounters(cluster, id)));
+    if (all.every((c) => (c.wal as { health?: { state?: string } } | undefined)?.health?.state === 'healthy'))
+      return;
+    if (Date.now() > deadline) throw new Error("the sidecars' stores did not turn healthy in 30 s");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 async function leaderLog(cluster: ReturnType<typeof inject<'cluster'>>, topic: string): Promise<LogBatch[]> {
   const metadata = await withAdmin(cluster.bootstrap, (admin) =>
     admin.fetchTopicMetadata({ topics: [topic] }),
@@ -28,6 +49,32 @@ async function leaderLog(cluster: ReturnType<typeof inject<'cluster'>>, topic: s
   return metadata.topics[0]!.partitions.flatMap((p) =>
     readPartitionLog(cluster.dataDirs[p.leader]!, topic, p.partitionId),
   );
+}
+
+/**
+ * The leader-log batches that are not in the WAL, once the fallback is accounted for: while a
+ * sidecar's store is degraded (an upload failed or took longer than --wal-degrade-after-ms, which
+ * a loaded CI machine can cause), batches of topics without durable ack are not copied and
+ * replicate inline, as stock, and the sidecar counts each one. So a batch may be missing only if
+ * the sidecars counted at least as many such batches since `before`; anything beyond that is
+ * a batch lost from the WAL.
+ */
+async function uncountedMissing(
+  cluster: ReturnType<typeof inject<'cluster'>>,
+  before: CounterSnapshot,
+  missing: LogBatch[],
+): Promise<LogBatch[]> {
+  const counted = counterDelta(
+    before,
+    await counterSnapshot(cluster),
+    counters.batchesNotCopiedStoreDegraded,
+  );
+  if (missing.length > 0) {
+    console.log(
+      `[wal-producers] ${missing.length} batches replicated inline; the sidecars counted ${counted} not copied while the store was degraded`,
+    );
+  }
+  return missing.length <= counted ? [] : missing;
 }
 
 describe('every kind of producer on a WAL topic', () => {
@@ -41,6 +88,8 @@ describe('every kind of producer on a WAL topic', () => {
       maxInFlightRequests: 1,
     });
     await producer.connect();
+    await storesHealthy(cluster);
+    const before = await counterSnapshot(cluster);
     // Given one committed and one aborted transaction, then another committed one
     for (const [outcome, n] of [
       ['commit', 0],
@@ -74,9 +123,11 @@ describe('every kind of producer on a WAL topic', () => {
     const markers = log.filter((b) => b.batch.isControl);
     expect(data.length).toBeGreaterThanOrEqual(3);
     expect(markers.length).toBeGreaterThanOrEqual(3);
-    expect(
-      data.filter((b) => !wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size))),
-    ).toEqual([]);
+    const missing = data.filter(
+      (b) => !wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size)),
+    );
+    expect(missing.length, 'some data batches are in the WAL').toBeLessThan(data.length);
+    expect(await uncountedMissing(cluster, before, missing)).toEqual([]);
     expect(
       markers.filter((b) => wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size))),
     ).toEqual([]);
@@ -87,6 +138,8 @@ describe('every kind of producer on a WAL topic', () => {
     const topic = 'wal-acks-zero';
     await createTopic(cluster.bootstrap, topic, { partitions: 1 });
     const lines = Array.from({ length: 2_000 }, (_, i) => `acks0-${i}`);
+    await storesHealthy(cluster);
+    const before = await counterSnapshot(cluster);
     const produced = await kcat(
       ['-b', cluster.bootstrap, '-t', topic, '-P', '-X', 'acks=0', '-X', 'linger.ms=20'],
       `${lines.join('\n')}\n`,
@@ -102,8 +155,8 @@ describe('every kind of producer on a WAL topic', () => {
       ),
     );
     const log = await leaderLog(cluster, topic);
-    expect(log.filter((b) => !wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size)))).toEqual(
-      [],
-    );
+    const missing = log.filter((b) => !wal.has(batchIdentity(topic, b.partition, b.batch.crc, b.batch.size)));
+    expect(missing.length, 'some batches are in the WAL').toBeLessThan(log.length);
+    expect(await uncountedMissing(cluster, before, missing)).toEqual([]);
   });
 });

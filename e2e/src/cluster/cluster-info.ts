@@ -87,6 +87,12 @@ export const counters = {
   referencesFilled: (c: SidecarCounters) => numberAt(c.wal?.fetchFill, 'referencesFilled'),
   /** Leader side: Produce partitions answered with an error because the store did not confirm in time. */
   durableAckFailures: (c: SidecarCounters) => c.wal?.produce.durableAckFailures,
+  /**
+   * Leader side: batches not copied to the WAL because the store was degraded (a failed or slow
+   * upload, a load-starved store): they replicate inline, as stock. The counted fallback.
+   */
+  batchesNotCopiedStoreDegraded: (c: SidecarCounters) =>
+    numberAt(c.wal?.produce as Record<string, unknown> | undefined, 'batchesNotCopiedStoreDegraded'),
   /** Requests of one API and version ('Produce v13') that reached one listener ('client'). */
   requests: (listener: string, apiAndVersion: string) => (c: SidecarCounters) =>
     c.listeners[listener]?.requests[apiAndVersion],
