@@ -31,6 +31,11 @@ export interface WalConfig {
   maxPendingBytes?: number;
   /** A store call outstanding this long marks the store degraded (StoreHealth). */
   degradeAfterMs: number;
+  /**
+   * Seal an object before its linger ends once every producer that could add to it waits for it
+   * (producer-waits.ts). Off: every object lingers its full time.
+   */
+  sealWhenProducersWait: boolean;
   /** How long the leader side holds a follower's Fetch response for a batch still uploading. */
   maxHoldMs: number;
   /** Other stores (URL globs) the follower side may read references from: peers in other zones. */
@@ -131,6 +136,7 @@ export const SIDECAR_DEFAULTS = {
   'wal-max-uploads-in-flight': WAL_WRITER_DEFAULTS.maxUploadsInFlight,
   'wal-upload-deadline-ms': WAL_WRITER_DEFAULTS.uploadDeadlineMs,
   'wal-degrade-after-ms': WAL_WRITER_DEFAULTS.degradeAfterMs,
+  'wal-seal-when-producers-wait': 'true',
   'max-hold-ms': 200,
   'fill-deadline-ms': FETCH_FILL_DEADLINE_MS,
   'metadata-topic': '__remote_wal_log_metadata',
@@ -453,6 +459,7 @@ function parseWalConfig(
     uploadDeadlineMs: uploadDeadlineMs!,
     ...(maxPendingBytes !== undefined ? { maxPendingBytes } : {}),
     degradeAfterMs: degradeAfterMs!,
+    sealWhenProducersWait: bool(raw, 'wal-seal-when-producers-wait', errors) ?? true,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
     fillDeadlineMs: fillDeadlineMs!,

@@ -26,7 +26,7 @@ import {
 import { Readiness, type StoreReport, Telemetry, type TelemetryInit } from './telemetry/index.js';
 import { TopicPolicy } from './topics/topic-policy.js';
 import { WalBatchIndex } from './wal/batch-index.js';
-import { WalWriter } from './wal/index.js';
+import { ProducerWaits, WalWriter } from './wal/index.js';
 import { normalizeStoreUrl, PeerStoreReaders } from './wal/peer-store-readers.js';
 import { WalRangeReader } from './wal/range-reader.js';
 import { SealingPolicy } from './wal/sealing-policy.js';
@@ -665,10 +665,12 @@ function createWalParts(
           : 'WAL mode switch: this latency budget replicates through the WAL (its objects pay)',
       ),
   });
+  const producerWaits = wal.sealWhenProducersWait ? new ProducerWaits() : undefined;
   const writer = new WalWriter({
     store,
     health,
     policy: sealing,
+    ...(producerWaits ? { producerWaits } : {}),
     brokerId: config.brokerId,
     targetBytes: wal.defaults.targetBytes,
     maxUploadsInFlight: wal.maxUploadsInFlight,
@@ -724,6 +726,7 @@ function createWalParts(
     publisher,
     health,
     sealing,
+    ...(producerWaits ? { producerWaits } : {}),
     ...(produceFill
       ? { storedElsewhere: (info, topic, partition) => produceFill.storedElsewhere(info, topic, partition) }
       : {}),

@@ -236,6 +236,13 @@ export function sidecarOptions(yargs: Argv): Argv {
         'a store call outstanding this long (or an object failing for good, or 3 failed attempts in a row) marks the store degraded: topics without durable ack replicate inline until a probe succeeds',
       default: SIDECAR_DEFAULTS['wal-degrade-after-ms'],
     })
+    .option('wal-seal-when-producers-wait', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'true: seal a WAL object before its linger ends once every producer that could add to it waits for it (a broker answers one request per connection at a time, and acks=all waits for the object); false: every object lingers its full time',
+      default: SIDECAR_DEFAULTS['wal-seal-when-producers-wait'],
+    })
     .option('wal-read-store-url', {
       type: 'string',
       array: true,

@@ -20,11 +20,12 @@ import type { Logger } from '../log.js';
 import type { TopicNames } from '../metadata/topic-names.js';
 import type { WalMetadataPublisher } from '../metadata/wal-metadata-publisher.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
-import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
+import type { ProducerWaits } from '../wal/producer-waits.js';
 import type { SealingPolicy } from '../wal/sealing-policy.js';
 
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
@@ -76,6 +77,8 @@ interface PendingBatch {
   partition: number;
   ticket: WalAppendTicket;
   durableAck: boolean;
+  /** Its followers replicate it through this sidecar's WAL objects: they wait for its object. */
+  followersWait: boolean;
   lastOffsetDelta: number;
   crc: number;
   recordCount: number;
@@ -186,11 +189,16 @@ export class ProduceWalFilter implements FrameFilter {
       sealing?: SealingPolicy;
       /** The clock the sealing policy and the writer share. */
       now?: () => number;
+      /**
+       * Told which connections' requests wait for WAL objects, so that the writer seals an object
+       * as soon as nothing more can join it (producer-waits.ts).
+       */
+      producerWaits?: ProducerWaits;
       log: Logger;
     },
   ) {}
 
-  onRequest(info: RequestInfo, frame: Buffer): RequestDecision {
+  onRequest(info: RequestInfo, frame: Buffer, connection?: FilterConnection): RequestDecision {
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
     if (info.apiVersion < PRODUCE_WAL_VERSIONS.min || info.apiVersion > PRODUCE_WAL_VERSIONS.max) {
       this.stats.unsupportedVersions++;
@@ -249,6 +257,22 @@ export class ProduceWalFilter implements FrameFilter {
       // acks=0 has no response: the batches are still stored, but no offsets are ever learnt,
       // so no metadata record can be written for them.
       if (expectResponse) this.pending.set(info, copied);
+      if (connection !== undefined && this.deps.producerWaits !== undefined) {
+        const ours = copied.batches.filter((b) => b.followersWait);
+        this.deps.producerWaits.sent(
+          connection,
+          info,
+          {
+            expectsAnswer: expectResponse,
+            // acks=all: answered once followers have it, and they get it through the object;
+            // durable ack: answered once it is stored.
+            waitsForTheWal:
+              (request.acks === -1 && ours.length > 0) || copied.batches.some((b) => b.durableAck),
+            batches: ours.map((b) => b.ticket),
+          },
+          (this.deps.now ?? Date.now)(),
+        );
+      }
       if (channels.intercept.hasSubscribers) {
         channels.intercept.publish({
           request: info,
@@ -320,6 +344,9 @@ export class ProduceWalFilter implements FrameFilter {
           durable: Promise.resolve(stored),
           confirm: () => undefined,
           reject: () => undefined,
+          // In no object of ours: nothing of this sidecar's objects waits for it.
+          group: Number.NaN,
+          isPending: () => false,
         };
         try {
           ticket ??= this.deps.writer.append(
@@ -354,6 +381,8 @@ export class ProduceWalFilter implements FrameFilter {
           partition: partitionData.index,
           ticket,
           durableAck: settings.durableAck,
+          // Followers of mode=inline topics get the bytes from the broker: nothing waits for the object.
+          followersWait: settings.mode !== 'inline' && stored === undefined,
           lastOffsetDelta: batch.lastOffsetDelta,
           crc: batch.crc,
           recordCount: batch.recordCount,
@@ -367,6 +396,7 @@ export class ProduceWalFilter implements FrameFilter {
     const copied = this.pending.get(info);
     if (!copied) return frame;
     this.pending.delete(info);
+    this.deps.producerWaits?.answered(info, (this.deps.now ?? Date.now)());
     if (copied.deferred.length === 0) return this.release(info, frame, copied.batches);
     return Promise.all(copied.deferred).then((more) =>
       this.release(info, frame, copied.batches.concat(...more)),

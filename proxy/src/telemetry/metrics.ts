@@ -392,6 +392,7 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(w.sealedBySize, { reason: 'size' });
     r.observe(w.sealedByLinger, { reason: 'linger' });
     r.observe(w.sealedByFlush, { reason: 'flush' });
+    r.observe(w.sealedProducersWaiting, { reason: 'producers_waiting' });
   });
   counter(
     'walproxy.wal.objects.abandoned',

@@ -34,7 +34,8 @@ export interface WalReaderGetEvent {
   outcome: 'ok' | 'error';
 }
 
-export type WalSealReason = 'size' | 'linger' | 'flush';
+/** `producers_waiting`: before its linger ended, every producer that could add to it waiting for it. */
+export type WalSealReason = 'size' | 'linger' | 'producers_waiting' | 'flush';
 
 export interface WalSealEvent {
   objectKey: string;

@@ -23,6 +23,7 @@ export {
   type WalObjectKeyParts,
   walHourPrefix,
 } from './object-key.js';
+export { ProducerWaits, type ProducerWaitsStats, type WaitingBatch } from './producer-waits.js';
 export {
   WAL_WRITER_DEFAULTS,
   WAL_WRITER_LIMITS,

@@ -55,6 +55,20 @@ export const SEALING_DEFAULTS = {
   walAtBreakEvenMultiple: 1.5,
   /** …and back to inline when they would save less than steady objects this many times break-even. */
   inlineBelowBreakEvenMultiple: 1.1,
+  /**
+   * Real objects abandoned in a row (below break-even, none uploaded between) after which a group
+   * leaves the WAL at once, whatever the dwell and the exit delay: its virtual objects promised
+   * what its real ones do not deliver (producers whose requests are capped by their batch.size
+   * make objects of one request each), and every held batch waits a linger for nothing.
+   */
+  abandonedInARowToLeave: 20,
+  /**
+   * After a WAL stretch whose real objects did not pay, the group enters the WAL again only at
+   * this multiple of the rate it entered at — or once this long has passed (the workload may
+   * have changed).
+   */
+  retryRateMultiple: 1.5,
+  retryAfterMs: 600_000,
 } as const;
 
 /** `latency.budget.ms` values accepted (per topic and --wal-latency-budget-ms). */
@@ -92,6 +106,8 @@ export interface SealingPolicyOptions {
   minDwellMs?: number;
   walAtBreakEvenMultiple?: number;
   inlineBelowBreakEvenMultiple?: number;
+  abandonedInARowToLeave?: number;
+  retryAfterMs?: number;
   /** Called once per switch, synchronously, from the call that noticed it (count it, log it). */
   onSwitch?: (event: ModeSwitch) => void;
 }
@@ -158,6 +174,12 @@ interface Group {
   savedUsd: number;
   /** Since when, without a break, the group's objects have paid less than the inline threshold. */
   belowExitSinceMs: number | undefined;
+  /** The group's rate when it last entered the WAL. */
+  enteredAtRate: number;
+  /** The real objects of the current WAL stretch: bytes, what the uploaded ones saved, abandoned in a row. */
+  real: { bytes: number; savedUsd: number; abandonedInARow: number };
+  /** The last WAL stretch whose real objects did not pay: the rate it entered at, and when it ended. */
+  failed: { atRate: number; endedAtMs: number } | undefined;
 }
 
 export class SealingPolicy {
@@ -172,6 +194,8 @@ export class SealingPolicy {
   readonly #walAtPerByte: number | undefined;
   readonly #inlineBelowPerByte: number | undefined;
   readonly #onSwitch: ((event: ModeSwitch) => void) | undefined;
+  readonly #abandonedInARowToLeave: number;
+  readonly #retryAfterMs: number;
   readonly #groups = new Map<number, Group>();
 
   constructor(options: SealingPolicyOptions) {
@@ -194,6 +218,27 @@ export class SealingPolicy {
       this.#inlineBelowPerByte = options.economics.savingPerByte(breakEven * exit);
     }
     this.#onSwitch = options.onSwitch;
+    this.#abandonedInARowToLeave = options.abandonedInARowToLeave ?? d.abandonedInARowToLeave;
+    this.#retryAfterMs = options.retryAfterMs ?? d.retryAfterMs;
+  }
+
+  /**
+   * A real object of a `mode=auto` group was decided (the writer: uploaded, or abandoned below
+   * break-even). The policy chooses by the objects the group would make; these are the ones it
+   * does make, and they may be smaller (each producer's next acks=all request waits for the
+   * object, and a request is capped by the producer's batch.size): a WAL stretch whose real
+   * objects do not pay ends, and is not tried again at the same rate for a while.
+   */
+  objectDecided(budgetMs: number, bytes: number, uploaded: boolean, nowMs: number): void {
+    const g = this.#groups.get(budgetMs);
+    if (g === undefined || g.mode !== 'wal') return;
+    g.real.bytes += bytes;
+    if (uploaded) {
+      g.real.savedUsd += this.#economics.savingUsd(bytes);
+      g.real.abandonedInARow = 0;
+      return;
+    }
+    if (++g.real.abandonedInARow >= this.#abandonedInARowToLeave) this.#switch(g, 'inline', nowMs);
   }
 
   /** Longest an object of this budget waits for more batches; 0: the WAL can never meet the budget. */
@@ -289,6 +334,9 @@ export class SealingPolicy {
         closedBytes: 0,
         savedUsd: 0,
         belowExitSinceMs: undefined,
+        enteredAtRate: 0,
+        real: { bytes: 0, savedUsd: 0, abandonedInARow: 0 },
+        failed: undefined,
       };
       this.#groups.set(budgetMs, g);
     }
@@ -343,7 +391,7 @@ export class SealingPolicy {
     if (nowMs - g.switchedAtMs < dwell) return;
     let to: ReplicationMode | undefined;
     if (g.mode === 'inline') {
-      if (canPay && perByte >= this.#walAtPerByte!) to = 'wal';
+      if (canPay && perByte >= this.#walAtPerByte! && !this.#failedLately(g, nowMs)) to = 'wal';
     } else if (
       !canPay ||
       (g.belowExitSinceMs !== undefined && nowMs - g.belowExitSinceMs >= this.#exitAfterMs)
@@ -351,7 +399,34 @@ export class SealingPolicy {
       to = 'inline';
     }
     if (to === undefined) return;
+    this.#switch(g, to, nowMs);
+  }
+
+  /** Whether the group's last WAL stretch did not pay, at about today's rate and lately. */
+  #failedLately(g: Group, nowMs: number): boolean {
+    const f = g.failed;
+    if (f === undefined) return false;
+    if (nowMs - f.endedAtMs >= this.#retryAfterMs) {
+      g.failed = undefined;
+      return false;
+    }
+    return this.#rate(g, nowMs) < f.atRate * SEALING_DEFAULTS.retryRateMultiple;
+  }
+
+  #switch(g: Group, to: ReplicationMode, nowMs: number): void {
     const from = g.mode;
+    if (from === to) return;
+    if (to === 'inline') {
+      // What the stretch's real objects saved, against what steady objects at the exit threshold
+      // would: below it (or nothing uploaded at all), the WAL did not pay at this rate.
+      const { bytes, savedUsd } = g.real;
+      const paid =
+        bytes > 0 && this.#inlineBelowPerByte !== undefined && savedUsd / bytes >= this.#inlineBelowPerByte;
+      if (bytes > 0 && !paid) g.failed = { atRate: g.enteredAtRate, endedAtMs: nowMs };
+    } else {
+      g.enteredAtRate = this.#rate(g, nowMs);
+      g.real = { bytes: 0, savedUsd: 0, abandonedInARow: 0 };
+    }
     g.mode = to;
     g.switchedAtMs = nowMs;
     if (to === 'wal') g.switchesToWal++;

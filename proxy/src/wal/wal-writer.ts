@@ -26,6 +26,7 @@ import {
 } from './channels.js';
 import { WalWriteError, type WalWriteErrorKind } from './errors.js';
 import { assertValidKeyPrefix, newWalObjectKey } from './object-key.js';
+import type { ProducerWaits } from './producer-waits.js';
 import { SEALING_DEFAULTS, type SealingPolicy } from './sealing-policy.js';
 
 export const WAL_WRITER_DEFAULTS = {
@@ -92,6 +93,13 @@ export interface WalWriterOptions {
    * seal by `lingerMs` and size, and every one is uploaded.
    */
   policy?: SealingPolicy;
+  /**
+   * Who may still add to an open object (producer-waits.ts): when no producer can before the
+   * linger ends (each waits for the object with its batches in), the object seals at once, or
+   * with a policy is decided at once (sealed, or abandoned below break-even). Without it objects
+   * always linger their full time.
+   */
+  producerWaits?: Pick<ProducerWaits, 'mayStillAdd'>;
 }
 
 /** Per-append settings: a topic's own budget, linger and target size. */
@@ -141,6 +149,10 @@ export interface WalAppendTicket {
   confirm(): void;
   /** The broker refused the batch: it is dropped and `durable` rejects (NOT_APPENDED). */
   reject(): void;
+  /** The open-object group the batch goes into (its latency budget; -1 without one). */
+  readonly group: number;
+  /** Tentative, and neither confirmed nor refused nor dropped yet. */
+  isPending(): boolean;
 }
 
 export interface WalWriterStats {
@@ -155,6 +167,8 @@ export interface WalWriterStats {
   sealedBySize: number;
   sealedByLinger: number;
   sealedByFlush: number;
+  /** Sealed before their linger ended: every producer that could add to them waited for them. */
+  sealedProducersWaiting: number;
   refusedOverloaded: number;
   /** Tentative batches the broker refused (never stored). */
   batchesRejected: number;
@@ -218,6 +232,10 @@ interface OpenObject {
   targetBytes: number;
   /** A batch in it needs the stored copy whatever it costs. */
   requiresStore: boolean;
+  /** Shortest linger among its batches: how recently an idle producer counts as coming back. */
+  lingerMs: number;
+  /** A check whether any producer may still add to it runs at the next turn. */
+  waitCheckScheduled: boolean;
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -268,6 +286,7 @@ export class WalWriter {
   readonly #degradeAfterMs: number;
   readonly #failedAttemptsBeforeDegraded: number;
   readonly #policy: SealingPolicy | undefined;
+  readonly #producerWaits: Pick<ProducerWaits, 'mayStillAdd'> | undefined;
   /** Failed store attempts since the last success, across objects. */
   #failedAttemptsInARow = 0;
 
@@ -290,6 +309,7 @@ export class WalWriter {
     sealedBySize: 0,
     sealedByLinger: 0,
     sealedByFlush: 0,
+    sealedProducersWaiting: 0,
     refusedOverloaded: 0,
     batchesRejected: 0,
     batchesUnconfirmed: 0,
@@ -334,6 +354,7 @@ export class WalWriter {
     this.#now = options.now ?? (() => Date.now());
     this.#health = options.health;
     this.#policy = options.policy;
+    this.#producerWaits = options.producerWaits;
     this.#confirmTimeoutMs = checkInteger(
       options.confirmTimeoutMs ?? d.confirmTimeoutMs,
       'confirmTimeoutMs',
@@ -379,7 +400,7 @@ export class WalWriter {
     if (!options.tentative) {
       const durable = this.#place(entry, placement, now);
       durable.catch(noop);
-      return { durable, confirm: noop, reject: noop };
+      return { durable, confirm: noop, reject: noop, group: placement.group, isPending: () => false };
     }
     checkTentativeBatch(entry.batch);
     const location = deferred<WalLocation>();
@@ -405,6 +426,8 @@ export class WalWriter {
         this.#counters.batchesRejected++;
         this.#drop(tentative, 'NOT_APPENDED', 'the broker refused it');
       },
+      group: placement.group,
+      isPending: () => this.#tentative.has(tentative),
     };
   }
 
@@ -492,15 +515,49 @@ export class WalWriter {
 
     open.targetBytes = Math.min(open.targetBytes, targetBytes);
     open.requiresStore ||= requiresStore;
+    open.lingerMs = Math.min(open.lingerMs, lingerMs);
     if (open.builder.size >= open.targetBytes) {
       this.#seal(open, 'size');
-    } else if (since + lingerMs < open.sealAtMs) {
+      return durable;
+    }
+    if (since + lingerMs < open.sealAtMs) {
       // Even when the deadline has passed (a batch confirmed late), the seal waits for the next
       // timer turn: the other batches confirmed by the same answer or fetch join this object.
       open.sealAtMs = since + lingerMs;
       this.#armLinger(open, now);
     }
+    if (this.#producerWaits !== undefined && !open.waitCheckScheduled) {
+      // At the next turn, once every batch this answer or fetch confirms is in.
+      open.waitCheckScheduled = true;
+      setImmediate(() => this.#sealIfNobodyMayAdd(open));
+    }
     return durable;
+  }
+
+  /** The policy learns what its groups' real objects are (objects it could have abandoned only). */
+  #tellPolicy(open: OpenObject, uploaded: boolean, now: number): void {
+    if (this.#policy === undefined || open.group === NO_BUDGET || open.requiresStore) return;
+    this.#policy.objectDecided(open.group, open.batchBytes, uploaded, now);
+  }
+
+  /**
+   * Seals an object before its linger ends when no producer may still add to it: each waits for
+   * this very object (producer-waits.ts), so lingering only delays them.
+   *
+   * Not an object the sealing policy may abandon (mode=auto batches only): there the budget's
+   * linger is what makes objects pay. Nothing more joins this object, but a waiting producer's
+   * next request grows while it waits (it carries everything produced meanwhile), and the next
+   * object with it; sealing early would trade the budget the operator granted for more PUTs.
+   */
+  #sealIfNobodyMayAdd(open: OpenObject): void {
+    open.waitCheckScheduled = false;
+    if (this.#open.get(open.group) !== open) return;
+    if (this.#policy !== undefined && open.group !== NO_BUDGET && !open.requiresStore) return;
+    const now = Math.floor(this.#now());
+    // Due already: the linger timer seals it, as any object.
+    if (now >= open.sealAtMs) return;
+    if (this.#producerWaits!.mayStillAdd(open.group, now, open.lingerMs)) return;
+    this.#seal(open, 'producers_waiting');
   }
 
   /**
@@ -533,6 +590,7 @@ export class WalWriter {
    * (BELOW_BREAK_EVEN), so the index forgets its batches and followers get them inline, as stock.
    */
   #abandon(open: OpenObject): void {
+    this.#tellPolicy(open, false, this.#now());
     this.#open.delete(open.group);
     clearTimeout(open.timer);
     this.#counters.objectsAbandoned++;
@@ -584,6 +642,8 @@ export class WalWriter {
       sealAtMs: Number.POSITIVE_INFINITY,
       targetBytes: Number.POSITIVE_INFINITY,
       requiresStore: false,
+      lingerMs: Number.POSITIVE_INFINITY,
+      waitCheckScheduled: false,
       timer: undefined,
     };
     this.#open.set(group, open);
@@ -622,8 +682,10 @@ export class WalWriter {
       settled: deferred(),
       released: deferred(),
     };
+    if (reason !== 'flush') this.#tellPolicy(open, true, now);
     if (reason === 'size') this.#counters.sealedBySize++;
     else if (reason === 'linger') this.#counters.sealedByLinger++;
+    else if (reason === 'producers_waiting') this.#counters.sealedProducersWaiting++;
     else this.#counters.sealedByFlush++;
     if (channels.seal.hasSubscribers) {
       channels.seal.publish({
@@ -874,7 +936,7 @@ export class WalWriter {
     }
     const durable = Promise.reject(new WalWriteError(kind, `batch refused: ${why}`));
     durable.catch(noop);
-    return { durable, confirm: noop, reject: noop };
+    return { durable, confirm: noop, reject: noop, group: NO_BUDGET, isPending: () => false };
   }
 }
 

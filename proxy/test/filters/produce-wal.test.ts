@@ -17,7 +17,7 @@ import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-meta
 import type { RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
 import { type TopicMode, TopicPolicy } from '../../src/topics/topic-policy.js';
-import { WalWriter } from '../../src/wal/index.js';
+import { ProducerWaits, WalWriter } from '../../src/wal/index.js';
 import { type ReplicationMode, SealingPolicy } from '../../src/wal/sealing-policy.js';
 import { MemoryObjectStore } from '../wal/memory-store.js';
 
@@ -101,6 +101,7 @@ function setup(
     health?: StoreHealth;
     sealing?: SealingPolicy;
     mode?: TopicMode;
+    producerWaits?: ProducerWaits;
   } = {},
 ) {
   const store = new MemoryObjectStore();
@@ -140,6 +141,7 @@ function setup(
     publisher,
     ...(options.health ? { health: options.health } : {}),
     ...(options.sealing ? { sealing: options.sealing } : {}),
+    ...(options.producerWaits ? { producerWaits: options.producerWaits } : {}),
     log: createLogger('silent'),
   });
   return { store, writer, filter, published, names };
@@ -173,6 +175,37 @@ const info = (version: number): RequestInfo => ({
 });
 
 describe('ProduceWalFilter', () => {
+  it('tells ProducerWaits which connections wait for the WAL: acks=all until answered; acks=1 and mode=inline never', async () => {
+    const connection = (name: string) => ({ log: createLogger('silent'), remoteAddress: name });
+    const batch = () => makeBatch({ records: Buffer.from('x'), lastOffsetDelta: 0, recordCount: 1 });
+
+    // Given an acks=all producer whose batch the broker has not confirmed yet
+    const waits = new ProducerWaits();
+    const { filter } = setup({ durableAck: false, producerWaits: waits });
+    const all = info(9);
+    filter.onRequest(all, produceRequest(9, -1, { name: 'wal-orders' }, batch()), connection('a'));
+    // Then its batch is still coming; once the broker answers, it no longer waits for the WAL
+    const now = Date.now();
+    expect(waits.mayStillAdd(50, now, 1_000)).toBe(true);
+    await filter.onResponse(all, produceResponse(9, { name: 'wal-orders' }, 1n));
+    expect(waits.stats.connections).toBe(1);
+    // (answered just now: it may send again within the window, and not after it)
+    expect(waits.mayStillAdd(50, now + 10_000, 1_000)).toBe(false);
+
+    // Given an acks=1 producer without durable ack: answered after the broker's append, it never waits
+    const acksOne = new ProducerWaits();
+    const one = setup({ durableAck: false, producerWaits: acksOne });
+    const i1 = info(9);
+    one.filter.onRequest(i1, produceRequest(9, 1, { name: 'wal-orders' }, batch()), connection('b'));
+    expect(acksOne.mayStillAdd(50, Date.now() + 10_000, 1_000)).toBe(true);
+
+    // Given mode=inline: followers get the bytes from the broker, so acks=all does not wait for an object
+    const inline = new ProducerWaits();
+    const off = setup({ durableAck: false, mode: 'inline', producerWaits: inline });
+    off.filter.onRequest(info(9), produceRequest(9, -1, { name: 'wal-orders' }, batch()), connection('c'));
+    expect(inline.mayStillAdd(50, Date.now() + 10_000, 1_000)).toBe(true);
+  });
+
   it('copies a WAL topic batch, forwards the request bytes untouched, and releases the response once stored', async () => {
     const { filter, store, published } = setup();
     const batch = makeBatch({ records: Buffer.from('hello wal'), lastOffsetDelta: 0, recordCount: 1 });

@@ -43,6 +43,7 @@ export function fakeSources() {
     sealedBySize: 0,
     sealedByLinger: 0,
     sealedByFlush: 0,
+    sealedProducersWaiting: 0,
     refusedOverloaded: 0,
     batchesRejected: 0,
     batchesUnconfirmed: 0,

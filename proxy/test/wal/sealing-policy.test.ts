@@ -369,6 +369,49 @@ describe('SealingPolicy over synthetic traces (one broker, three budgets)', () =
     expect(policy.stats(t)[0]).toMatchObject({ mode: 'wal', switchesToWal: 2, switchesToInline: 1 });
   });
 
+  it('leaves the WAL at once when its real objects are abandoned in a row, and retries only at a higher rate or later', () => {
+    // Given a group in the WAL: 200 KB every 30 ms would make objects far above break-even
+    const switches: ModeSwitch[] = [];
+    const policy = new SealingPolicy({ economics, onSwitch: (e) => switches.push(e) });
+    let t = 0;
+    for (; t < 12_000; t += 30) policy.observe(50, 200_000, t);
+    expect(switches.map((s) => s.to)).toEqual(['wal']);
+    // When its real objects are small (each producer request capped at 20 KB) and abandoned,
+    // then an uploaded one between resets the count
+    const inARow = SEALING_DEFAULTS.abandonedInARowToLeave;
+    for (let i = 0; i < inARow - 1; i++) policy.objectDecided(50, 20_000, false, t);
+    policy.objectDecided(50, 60_000, true, t);
+    for (let i = 0; i < inARow - 1; i++) policy.objectDecided(50, 20_000, false, t);
+    expect(switches).toHaveLength(1);
+    // And the next abandoned one in a row takes the group inline at once, within the dwell
+    policy.objectDecided(50, 20_000, false, t);
+    expect(switches.map((s) => [s.to, s.atMs])).toEqual([
+      ['wal', switches[0]!.atMs],
+      ['inline', t],
+    ]);
+    // Then at the same rate it stays inline past the dwell: that rate was tried and did not pay
+    const left = t;
+    for (; t < left + 2 * SEALING_DEFAULTS.minDwellMs; t += 30) policy.observe(50, 200_000, t);
+    expect(switches).toHaveLength(2);
+    // But at 1.5 × the rate it tries again
+    for (; switches.length < 3 && t < left + 200_000; t += 30) policy.observe(50, 320_000, t);
+    expect(switches[2]?.to).toBe('wal');
+  });
+
+  it('after a WAL stretch that did not pay, tries the same rate again after retryAfterMs', () => {
+    const switches: ModeSwitch[] = [];
+    const policy = new SealingPolicy({ economics, onSwitch: (e) => switches.push(e), retryAfterMs: 120_000 });
+    let t = 0;
+    for (; t < 12_000; t += 30) policy.observe(50, 200_000, t);
+    for (let i = 0; i < SEALING_DEFAULTS.abandonedInARowToLeave; i++)
+      policy.objectDecided(50, 20_000, false, t);
+    const left = t;
+    for (; switches.length < 3 && t < left + 300_000; t += 30) policy.observe(50, 200_000, t);
+    expect(switches.map((s) => s.to)).toEqual(['wal', 'inline', 'wal']);
+    expect(switches[2]!.atMs - left).toBeGreaterThanOrEqual(120_000);
+    expect(switches[2]!.atMs - left).toBeLessThan(121_000);
+  });
+
   it("groups do not shorten each other's objects: a tight budget beside changes nothing", () => {
     const logs: TopicTrace = { name: 'logs', budgetMs: 200, rate: () => 2 * MB, seed: 3 };
     const tight: TopicTrace = { name: 'orders', budgetMs: 25, rate: () => 0.05 * MB, seed: 1 };

@@ -42,7 +42,7 @@ function setup() {
     store.putKeys.map((key) =>
       parseWalObject(store.objects.get(key)!).entries.map((e) => `${e.topicName}:${e.length}`),
     );
-  return { store, writer, append, objects };
+  return { store, writer, append, objects, policyOf: () => policy };
 }
 
 async function kindOf(ticket: WalAppendTicket): Promise<string> {
@@ -108,6 +108,23 @@ describe('WalWriter with a sealing policy', () => {
     const big = append('quiet', 11_000, { budgetMs: 50 });
     await vi.advanceTimersByTimeAsync(linger(50));
     expect(await kindOf(big)).toBe('stored');
+  });
+
+  it('tells the policy what each object it could abandon became: uploaded or not, and its bytes', async () => {
+    const { append: appendTo, policyOf } = setup();
+    const spy = vi.spyOn(policyOf(), 'objectDecided');
+    // Given a small object (abandoned), a big one (uploaded), and one that must be stored
+    appendTo('small', 1_000, { budgetMs: 50 });
+    await vi.advanceTimersByTimeAsync(linger(50));
+    appendTo('big', 11_000, { budgetMs: 50 });
+    await vi.advanceTimersByTimeAsync(linger(50));
+    appendTo('durable', 1_000, { budgetMs: 50, requiresStore: true });
+    await vi.advanceTimersByTimeAsync(linger(50));
+    // Then the policy heard of the first two only: the third was never its to abandon
+    expect(spy.mock.calls.map(([budget, bytes, uploaded]) => [budget, bytes, uploaded])).toEqual([
+      [50, 1_000, false],
+      [50, 11_000, true],
+    ]);
   });
 
   it('uploads a small object when one of its batches requires the store (durable ack, mode=wal)', async () => {
