@@ -2,15 +2,10 @@ import { parseWalObject } from '@walproxy/shared';
 import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { makeBatch } from '../../../shared/test/wal/batches.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
-import {
-  isWalWriteError,
-  ProducerWaits,
-  type WalAppendOptions,
-  type WalAppendTicket,
-  WalWriter,
-} from '../../src/wal/index.js';
+import { ProducerWaits, type WalAppendOptions, WalWriter } from '../../src/wal/index.js';
 import { SealingPolicy } from '../../src/wal/sealing-policy.js';
 import { MemoryObjectStore } from './memory-store.js';
+import { kindOf } from './ticket-outcome.js';
 
 const T0 = Date.UTC(2026, 0, 2, 3, 4, 5);
 const BUDGET = 100;
@@ -60,13 +55,6 @@ function setup(options: { policy?: boolean } = {}) {
   const objects = () =>
     store.putKeys.map((key) => parseWalObject(store.objects.get(key)!).entries.map((e) => e.length));
   return { store, writer, producerWaits, produce, objects };
-}
-
-async function kindOf(ticket: WalAppendTicket): Promise<string> {
-  return ticket.durable.then(
-    () => 'stored',
-    (error: unknown) => (isWalWriteError(error) ? error.kind : String(error)),
-  );
 }
 
 describe('WalWriter sealing when every producer waits for the object', () => {

@@ -1,14 +1,10 @@
 import { parseWalObject } from '@walproxy/shared';
 import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { makeBatch } from '../../../shared/test/wal/batches.js';
-import {
-  isWalWriteError,
-  type WalAppendOptions,
-  type WalAppendTicket,
-  WalWriter,
-} from '../../src/wal/index.js';
+import { type WalAppendOptions, WalWriter } from '../../src/wal/index.js';
 import { SEALING_DEFAULTS, SealingPolicy } from '../../src/wal/sealing-policy.js';
 import { MemoryObjectStore } from './memory-store.js';
+import { kindOf } from './ticket-outcome.js';
 
 const T0 = Date.UTC(2026, 0, 2, 3, 4, 5);
 /** budget − PUT p99 15 − GET p50 3 − slack 2 (SEALING_DEFAULTS). */
@@ -43,13 +39,6 @@ function setup() {
       parseWalObject(store.objects.get(key)!).entries.map((e) => `${e.topicName}:${e.length}`),
     );
   return { store, writer, append, objects, policyOf: () => policy };
-}
-
-async function kindOf(ticket: WalAppendTicket): Promise<string> {
-  return ticket.durable.then(
-    () => 'stored',
-    (error: unknown) => (isWalWriteError(error) ? error.kind : String(error)),
-  );
 }
 
 describe('WalWriter with a sealing policy', () => {
