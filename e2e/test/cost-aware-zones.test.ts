@@ -39,8 +39,8 @@ import { compareReplicas } from '../src/wal/inspect.js';
  * beside budget_ms): ProducerPerformance's p50 and p99 (acks=all, per record) of each arm. Per
  * record the WAL adds more than the budget's per-request wait when the producer pipelines
  * requests (max.in.flight 5): the broker takes them one at a time, so a record also waits behind
- * its connection's earlier requests (the run of 2026-12-01 17:10 UTC: p50 +76 ms at 2 MB/s and
- * +86 ms at 5 MB/s against the 75 ms budget).
+ * its connection's earlier requests (the run of 2026-12-01 17:16 UTC: p50 +76 ms at 2 MB/s and
+ * +83 ms at 5 MB/s against the 75 ms budget).
  *
  * Timers lowered for the run (flags): the rate window to 2 s (the first switch 2 s after the
  * group's first batch instead of 10), the exit delay and the dwell to 5 s (instead of 60 and 30),
@@ -271,7 +271,7 @@ describe('cost-aware replication across three zones', () => {
     // And the lowest rate never reached the store: its objects would not pay
     expect(low.walproxy.counted.puts).toBe(0);
     // And at 5 MB/s the groups went through the WAL (they may have entered it at 2 MB/s already)
-    // and saved a good part of the stock cost (44 % in the run of 2026-12-01 17:10 UTC; ~90 KB
+    // and saved a good part of the stock cost (43–44 % in two runs of 2026-12-01; ~90–110 KB
     // objects save ~50 % at these prices: docs/cost.md)
     expect(high.walproxy.counted.puts).toBeGreaterThan(0);
     expect(priceArms(high.stock.counted, high.walproxy.counted).savedFraction).toBeGreaterThan(0.25);
