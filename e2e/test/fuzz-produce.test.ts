@@ -22,9 +22,10 @@ import {
   responseHeaderVersion,
 } from '@walproxy/shared';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { consumeValues, createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
+import { consumeValues, createTopic, kafkaClient } from '../src/clients/kafkajs.js';
 import { leaderOf, RawConnection, requestFrame } from '../src/clients/raw-connection.js';
 import { repoRoot } from '../src/cluster/paths.js';
+import { createFuzzTopics } from '../src/fuzz/fuzz-topics.js';
 import { caseName, fuzzCases, Rng } from '../src/fuzz/mutations.js';
 import { decodeProduce, mutateProduceRequest } from '../src/fuzz/produce-mutations.js';
 import { openE2eStore, readPartitionLog, readWalObjects } from '../src/wal/inspect.js';
@@ -167,22 +168,7 @@ describe('mutated Produce requests, straight to the broker and through its sidec
 
   beforeAll(async () => {
     // Given a WAL topic with three partitions and a topic outside the WAL, all led by broker 1
-    await withAdmin(cluster.bootstrap, (admin) =>
-      admin.createTopics({
-        topics: [
-          {
-            topic: TOPIC,
-            replicaAssignment: [
-              { partition: 0, replicas: [1, 2, 3] },
-              { partition: 1, replicas: [1, 3, 2] },
-              { partition: 2, replicas: [1, 2, 3] },
-            ],
-          },
-          { topic: PLAIN, replicaAssignment: [{ partition: 0, replicas: [1, 3, 2] }] },
-        ],
-        waitForLeaders: false,
-      }),
-    );
+    await createFuzzTopics(cluster.bootstrap, TOPIC, PLAIN);
     ids = await leaderOf(direct, [TOPIC, PLAIN], LEADER);
     // And one Produce of every version 3-13 carrying real client batches in every partition
     const pool = clientBatches();

@@ -43,11 +43,12 @@ import {
 } from '@walproxy/shared';
 import { CompressionTypes } from 'kafkajs';
 import { producerPerf } from '../clients/java-tools.js';
-import { kafkaClient, withAdmin } from '../clients/kafkajs.js';
+import { kafkaClient } from '../clients/kafkajs.js';
 import { leaderOf, RawConnection, requestFrame } from '../clients/raw-connection.js';
 import { rawOptions } from '../cluster/in-process-sidecars.js';
 import { BROKER_IDS, KafkaCluster } from '../cluster/kafka-cluster.js';
 import { repoRoot } from '../cluster/paths.js';
+import { createFuzzTopics } from '../fuzz/fuzz-topics.js';
 
 const TOPIC = 'wal-fuzz';
 const PLAIN = 'plain-fuzz';
@@ -163,23 +164,8 @@ async function main(): Promise<void> {
     const bootstrap = cluster.bootstrap();
     const ingress = bootstrap.split(',')[LEADER - 1]!;
     const direct = cluster.directBootstrap().split(',')[LEADER - 1]!;
-    await withAdmin(bootstrap, (admin) =>
-      admin.createTopics({
-        topics: [
-          {
-            topic: TOPIC,
-            replicaAssignment: [
-              { partition: 0, replicas: [1, 2, 3] },
-              { partition: 1, replicas: [1, 3, 2] },
-              { partition: 2, replicas: [1, 2, 3] },
-            ],
-          },
-          { topic: PLAIN, replicaAssignment: [{ partition: 0, replicas: [1, 3, 2] }] },
-        ],
-        // leadTopics waits, on the broker's own answers (kafkajs' wait trips over KRaft's lag).
-        waitForLeaders: false,
-      }),
-    );
+    // leadTopics waits, on the broker's own answers.
+    await createFuzzTopics(bootstrap, TOPIC, PLAIN);
     const ids = await leaderOf(direct, [TOPIC, PLAIN], LEADER);
     topicId = ids.get(TOPIC)!;
 
