@@ -152,7 +152,7 @@ export function report(result: SoakResult): void {
   const from = t.steady_from_s;
   const wall = result.sidecars[0]?.series.at(-1)?.t_s ?? 0;
   console.log(
-    `Memory soak, Kafka ${result.kafka_version}, ${result.date}: ${wall.toFixed(0)} s, target ${t.batches_per_s_per_broker_target} batches/s per broker (acks=${t.acks}, ${t.record_bytes} B records, one per batch, ${t.producers} producers, ${t.partitions} partitions), sidecars without memory flags, ${t.s3}`,
+    `Memory soak, Kafka ${result.kafka_version}, ${result.date}: ${wall.toFixed(0)} s, target ${t.batches_per_s_per_broker_target} batches/s per broker (acks=${t.acks}, ${t.record_bytes} B records, one per batch, ${t.producers} producers, ${t.partitions} partitions), sidecars: ${t.sidecar_memory_flags}, ${t.s3}`,
   );
   console.log(
     `| sidecar | partitions led | batches/s (WAL): all / ${from} s..end / ${LATE_FROM_S} s..end | batches / Produce | peak RSS MB (VmHWM) | RSS at ${from} s → ${LATE_FROM_S} s → end MB | slope MB/min, ${from} s..end | max − min after ${from} s MB | slope MB/min, ${LATE_FROM_S} s..end | max − min after ${LATE_FROM_S} s MB |`,

@@ -1,6 +1,9 @@
 /**
- * `make bench-soak` (issue #12, Measure): a memory soak. One 3-broker cluster with sidecars
- * (default bounds: no memory flag), one WAL topic whose partitions are led by every broker, and
+ * `make bench-soak` (issue #12, Measure): a memory soak. One 3-broker cluster with sidecars run
+ * as the Helm chart runs them by default: a memory limit of SOAK_MEMORY_LIMIT_MB (256, the chart's
+ * default `sidecar.resources.limits.memory`; here given as --memory-limit-bytes, which the
+ * sidecar would read from its cgroup) and NODE_OPTIONS=--max-old-space-size at half of it; every
+ * other bound derived from the limit (no other memory flag). One WAL topic whose partitions are led by every broker, and
  * Kafka's ProducerPerformance making many small batches (linger.ms=0, batch.size=0: one record
  * per batch) at SOAK_BATCHES_PER_S per broker for SOAK_SECONDS. Every SOAK_SAMPLE_S it reads each
  * sidecar's VmRSS and VmHWM from /proc/<pid>/status and its /counters (batches copied into the
@@ -18,7 +21,7 @@
  * Run: flock /tmp/walproxy-e2e.lock npx tsx e2e/bench/soak.bench.ts
  *   SOAK_SECONDS (600), SOAK_BATCHES_PER_S (5000, per broker), SOAK_SAMPLE_S (5),
  *   SOAK_PARTITIONS_PER_BROKER (12), SOAK_PRODUCERS (2), SOAK_RECORD_BYTES (256), SOAK_ACKS (1),
- *   SOAK_STEADY_FROM_S (60)
+ *   SOAK_STEADY_FROM_S (60), SOAK_MEMORY_LIMIT_MB (256)
  * Again from a recorded run, starting nothing: npx tsx e2e/bench/soak.bench.ts --from .runs/bench/soak.json
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -61,6 +64,7 @@ const RECORD_BYTES = Math.round(positive('SOAK_RECORD_BYTES', 256));
 // through the WAL, which is what fills the sidecars' memory.
 const ACKS = process.env.SOAK_ACKS ?? '1';
 const STEADY_FROM_S = positive('SOAK_STEADY_FROM_S', 60);
+const MEMORY_LIMIT_MB = Math.round(positive('SOAK_MEMORY_LIMIT_MB', 256));
 const TOPIC = 'wal-soak';
 const MB = 1024 * 1024;
 const RESULTS = path.join(repoRoot(), '.runs', 'bench', 'soak.json');
@@ -234,10 +238,11 @@ async function main(): Promise<void> {
     cluster = await KafkaCluster.start({
       sidecars: true,
       jvmProfile: 'throughput',
-      sidecarArgs: () => walSidecarArgs(s3),
+      sidecarArgs: () => walSidecarArgs(s3, [`--memory-limit-bytes=${MEMORY_LIMIT_MB * MB}`]),
       sidecarEnv: {
         ...walSidecarEnv(),
-        NODE_OPTIONS: `--require ${path.join(import.meta.dirname, 'soak-memory-probe.cjs')}`,
+        // As the chart sets it (deploy/helm/walproxy/templates/_sidecar.tpl): half the limit.
+        NODE_OPTIONS: `--max-old-space-size=${Math.floor(MEMORY_LIMIT_MB / 2)} --require ${path.join(import.meta.dirname, 'soak-memory-probe.cjs')}`,
         SOAK_PROBE_DIR: probeDir,
         SOAK_PROBE_INTERVAL_MS: String(SAMPLE_S * 1000),
       },
@@ -367,7 +372,7 @@ async function main(): Promise<void> {
         record_bytes: RECORD_BYTES,
         acks: ACKS,
         steady_from_s: STEADY_FROM_S,
-        sidecar_memory_flags: 'none (default bounds)',
+        sidecar_memory_flags: `--memory-limit-bytes=${MEMORY_LIMIT_MB * MB}, NODE_OPTIONS=--max-old-space-size=${Math.floor(MEMORY_LIMIT_MB / 2)} (the chart's way of running a ${MEMORY_LIMIT_MB}Mi limit)`,
         s3: 'versitygw on loopback',
       },
       failure: failure ?? null,
