@@ -228,6 +228,16 @@ function zeroCounters(): StoreFrontStats['counters'] {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
+ * Waits at least `ms` by performance.now(). A timer is due by the event loop's millisecond clock,
+ * cached at the start of each turn, so by performance.now() it may fire up to a millisecond early:
+ * a store front that promises "at least delayMs" waits out the remainder.
+ */
+async function sleepAtLeast(ms: number): Promise<void> {
+  const end = performance.now() + ms;
+  for (let left = ms; left > 0; left = end - performance.now()) await sleep(Math.ceil(left));
+}
+
+/**
  * Copies `from` into a writable with backpressure, pausing while `held()` (a freeze); `resume()`
  * restarts it once the hold is lifted, and the writable is ended when `from` ends. A body of up to
  * `gatherBytes` is gathered whole and written in one corked batch (one writev, no copy) and kept,
@@ -463,9 +473,9 @@ class StoreFront {
       const ended = await requestEnded;
       const ready = performance.now();
       const wait = ended + latency() - ready;
-      if (wait > 0) await sleep(wait);
+      if (wait > 0) await sleepAtLeast(wait);
       const { mode: now, delayMs } = this.#modes[op];
-      if (now === 'slow-get' || now === 'slow-put') await sleep(delayMs);
+      if (now === 'slow-get' || now === 'slow-put') await sleepAtLeast(delayMs);
       await this.#whileFrozen(op);
       counters.injectedDelayMs += performance.now() - ready;
       if (this.#modes[op].mode === 'refuse') {
