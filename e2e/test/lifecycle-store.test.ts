@@ -55,7 +55,7 @@ async function readyz(id: number) {
 }
 
 describe('the sidecars’ lifecycle does not wait for the store', () => {
-  it('start with the bucket missing, write the WAL once it exists, and stop and start within 2 s while the store is frozen', async () => {
+  it('start with the bucket missing, write the WAL once it exists, and stop and start while the store is frozen as fast as while it answers', async () => {
     try {
       const s3 = {
         endpoint: moto.endpoint,
@@ -131,28 +131,42 @@ describe('the sidecars’ lifecycle does not wait for the store', () => {
       while ((await objects()) === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
       expect(await objects()).toBeGreaterThan(0);
 
+      /** SIGTERM to exit, and spawn to `sidecar ready`, of sidecar 1. */
+      const restart = async () => {
+        const sidecar = cluster.sidecars.get(1)!;
+        const stopBegun = Date.now();
+        await cluster.stopSidecar(1);
+        const stopMs = Date.now() - stopBegun;
+        const exitCode = await sidecar.exited;
+        const startBegun = Date.now();
+        await cluster.startSidecar(1);
+        return { stopBegun, stopMs, exitCode, startMs: Date.now() - startBegun };
+      };
+      // Given the same restart with the store answering, the baseline of this run on this machine
+      const healthy = await restart();
+      await waitAcked(Date.now());
+
       // When the store freezes, and sidecar 1 is stopped and started again meanwhile
       process.kill(moto.pid, 'SIGSTOP');
       frozen = true;
       await new Promise((r) => setTimeout(r, 1_000));
-      const sidecar = cluster.sidecars.get(1)!;
-      const stopBegun = Date.now();
-      await cluster.stopSidecar(1);
-      const stopMs = Date.now() - stopBegun;
-      const exitCode = await sidecar.exited;
-      const startBegun = Date.now();
-      await cluster.startSidecar(1);
-      const startMs = Date.now() - startBegun;
+      const { stopBegun, stopMs, exitCode, startMs } = await restart();
       const restarted = Date.now();
       await waitAcked(restarted);
       const gapMs = Math.max(...producers.map((p) => longestGapMs(p.acknowledged(), stopBegun, restarted)));
       console.log(
-        `[lifecycle-store] store frozen: SIGTERM to exit ${stopMs} ms, spawn to ready ${startMs} ms, longest stretch without an ack ${gapMs} ms`,
+        `[lifecycle-store] store frozen: SIGTERM to exit ${stopMs} ms, spawn to ready ${startMs} ms, longest stretch without an ack ${gapMs} ms; store answering: ${healthy.stopMs} ms and ${healthy.startMs} ms`,
       );
-      // Then it exited cleanly within 2 s, and the new one served within 2 s
+      // Then it exited cleanly, and both the stop and the start took about what they take with
+      // the store answering: neither waited out a store call (a probe gives up after 2 s, the S3
+      // client's attempts take longer; before issue #12's fix a frozen store held the stop 27 s).
+      // (Absolute times follow the machine's load: 1.4 s to exit and 1.0 s to ready in one full
+      // e2e run here, 1.4 s and 2.2 s in another with the machine busier: the baseline is this
+      // run's own.)
+      expect(healthy.exitCode).toBe(0);
       expect(exitCode).toBe(0);
-      expect(stopMs).toBeLessThan(2_000);
-      expect(startMs).toBeLessThan(2_000);
+      expect(stopMs).toBeLessThan(healthy.stopMs + 1_500);
+      expect(startMs).toBeLessThan(healthy.startMs + 1_500);
       expect((await readyz(1)).body).toMatchObject({ ready: true, store: { usable: false } });
 
       // When the store thaws
