@@ -16,31 +16,35 @@ import {
   readWalObjects,
 } from '../src/wal/inspect.js';
 
-/** Waits until no sidecar has WAL bytes left to upload. */
-async function walSettled(cluster: ReturnType<typeof inject<'cluster'>>): Promise<void> {
+/** Polls every sidecar's counters until `done` holds for all of them, for at most 30 s. */
+async function untilEverySidecar(
+  cluster: ReturnType<typeof inject<'cluster'>>,
+  done: (counters: Awaited<ReturnType<typeof sidecarCounters>>) => boolean,
+  what: string,
+): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const all = await Promise.all([1, 2, 3].map((id) => sidecarCounters(cluster, id)));
-    if (all.every((c) => c.wal?.writer.pendingBytes === 0)) return;
-    if (Date.now() > deadline) throw new Error('WAL uploads did not settle in 30 s');
+    if (all.every(done)) return;
+    if (Date.now() > deadline) throw new Error(`${what} in 30 s`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/** Waits until no sidecar has WAL bytes left to upload. */
+const walSettled = (cluster: ReturnType<typeof inject<'cluster'>>) =>
+  untilEverySidecar(cluster, (c) => c.wal?.writer.pendingBytes === 0, 'WAL uploads did not settle');
 
 /**
  * Waits until every sidecar's store is healthy: a file before this one may have left a store
  * degraded (a fault it injected, an upload slowed by load), and while degraded nothing is copied.
  */
-async function storesHealthy(cluster: ReturnType<typeof inject<'cluster'>>): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const all = await Promise.all([1, 2, 3].map((id) => sidecarCounters(cluster, id)));
-    if (all.every((c) => (c.wal as { health?: { state?: string } } | undefined)?.health?.state === 'healthy'))
-      return;
-    if (Date.now() > deadline) throw new Error("the sidecars' stores did not turn healthy in 30 s");
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+const storesHealthy = (cluster: ReturnType<typeof inject<'cluster'>>) =>
+  untilEverySidecar(
+    cluster,
+    (c) => (c.wal as { health?: { state?: string } } | undefined)?.health?.state === 'healthy',
+    "the sidecars' stores did not turn healthy",
+  );
 
 async function leaderLog(cluster: ReturnType<typeof inject<'cluster'>>, topic: string): Promise<LogBatch[]> {
   const metadata = await withAdmin(cluster.bootstrap, (admin) =>

@@ -526,7 +526,7 @@ export class WalWriter {
       open.sealAtMs = since + lingerMs;
       this.#armLinger(open, now);
     }
-    if (this.#producerWaits !== undefined && !open.waitCheckScheduled) {
+    if (this.#maySealEarly(open) && !open.waitCheckScheduled) {
       // At the next turn, once every batch this answer or fetch confirms is in.
       open.waitCheckScheduled = true;
       setImmediate(() => this.#sealIfNobodyMayAdd(open));
@@ -541,6 +541,16 @@ export class WalWriter {
   }
 
   /**
+   * Whether the object may seal before its linger ends: with ProducerWaits, and not an object
+   * the sealing policy may abandon (below). Checked per append, so that mode=auto batches
+   * schedule no check that could only return.
+   */
+  #maySealEarly(open: OpenObject): boolean {
+    if (this.#producerWaits === undefined) return false;
+    return this.#policy === undefined || open.group === NO_BUDGET || open.requiresStore;
+  }
+
+  /**
    * Seals an object before its linger ends when no producer may still add to it: each waits for
    * this very object (producer-waits.ts), so lingering only delays them.
    *
@@ -552,7 +562,6 @@ export class WalWriter {
   #sealIfNobodyMayAdd(open: OpenObject): void {
     open.waitCheckScheduled = false;
     if (this.#open.get(open.group) !== open) return;
-    if (this.#policy !== undefined && open.group !== NO_BUDGET && !open.requiresStore) return;
     const now = Math.floor(this.#now());
     // Due already: the linger timer seals it, as any object.
     if (now >= open.sealAtMs) return;
