@@ -1,14 +1,33 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTopic, kafkaClient, underReplicated, withAdmin } from '../src/clients/kafkajs.js';
+import {
+  consumeValues,
+  createTopic,
+  kafkaClient,
+  underReplicated,
+  withAdmin,
+} from '../src/clients/kafkajs.js';
 import { KafkaCluster } from '../src/cluster/kafka-cluster.js';
+import {
+  endOffsetTotal,
+  partitionStates,
+  waitForFullIsr,
+  waitForPartitions,
+} from '../src/cluster/leadership.js';
 
-// Stops and restarts processes, so it runs on a cluster of its own, not the shared one.
+// Stops and restarts processes, so it runs on a cluster of its own, not the shared one. The
+// first case stops a sidecar with --fence-on-stop=false (what a stop does when the controller
+// cannot fence the broker: the drain order alone keeps the clients whole); the second with the
+// default, where the broker's leaderships move before the drain.
 let cluster: KafkaCluster;
 let failed = false;
+let fenceOnStop = false;
 
 beforeAll(async () => {
-  cluster = await KafkaCluster.start({ sidecars: true });
+  cluster = await KafkaCluster.start({
+    sidecars: true,
+    sidecarArgs: () => [`--fence-on-stop=${fenceOnStop}`],
+  });
 });
 
 afterAll(async () => {
@@ -23,13 +42,15 @@ function logLines(logFile: string, msg: string): Array<Record<string, unknown>> 
     .map((l) => JSON.parse(l));
 }
 
+const HELD = 'e2e-sidecar-restart-held';
+
 describe('restarting a sidecar under load', () => {
-  it('drains an acks=all produce in flight at SIGTERM through its followers, exits 0, and produce resumes: nothing acknowledged is lost', async () => {
+  it('without the fence, drains an acks=all produce in flight at SIGTERM through its followers, exits 0, and produce resumes: nothing acknowledged is lost', async () => {
     try {
       const bootstrap = cluster.bootstrap();
       // A partition led by broker 2, followed by 1 and 3: its acks=all produces complete only
       // once both followers fetched, and in this layout follower 3 fetches through sidecar 2's egress.
-      const held = 'e2e-sidecar-restart-held';
+      const held = HELD;
       await withAdmin(bootstrap, (admin) =>
         admin.createTopics({
           waitForLeaders: true,
@@ -147,6 +168,98 @@ describe('restarting a sidecar under load', () => {
         lagging = await underReplicated(bootstrap, [topic, held]);
       }
       expect(lagging).toEqual([]);
+    } catch (error) {
+      failed = true;
+      const broker3 = cluster.brokers.get(3);
+      if (broker3?.pid) process.kill(broker3.pid, 'SIGCONT');
+      throw error;
+    }
+  });
+  it("with the fence (the default), moves the broker's leaderships before the drain: the produce in flight is answered, retried on the new leader and acknowledged once, and the restarted sidecar gets its broker unfenced", async () => {
+    try {
+      const bootstrap = cluster.bootstrap();
+      // Given sidecar 2 running with the default --fence-on-stop, and broker 2 leading HELD
+      fenceOnStop = true;
+      await cluster.stopSidecar(2);
+      await cluster.startSidecar(2);
+      await waitForFullIsr(bootstrap, [HELD]);
+      const [before] = await partitionStates(bootstrap, HELD);
+      expect(before!.leader).toBe(2);
+      const kafka = kafkaClient(bootstrap, 'walproxy-e2e-fence', {
+        retries: 30,
+        initialRetryTime: 100,
+        maxRetryTime: 1_000,
+      });
+      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+      await producer.connect();
+      await producer.send({ topic: HELD, acks: -1, messages: [{ value: 'warm-up 2' }] });
+
+      // And an acks=all produce held in broker 2's purgatory: follower 3 is paused
+      const sidecar = cluster.sidecars.get(2)!;
+      const broker3 = cluster.brokers.get(3)!;
+      process.kill(broker3.pid!, 'SIGSTOP');
+      let acked: number | undefined;
+      const send = producer
+        .send({ topic: HELD, acks: -1, messages: [{ value: 'in flight at a fenced stop' }] })
+        .then((r) => {
+          acked = Date.now();
+          return r;
+        });
+      await new Promise((r) => setTimeout(r, 500));
+
+      // When sidecar 2 gets SIGTERM while that produce waits
+      await sidecar.stop('SIGTERM', 15_000);
+      expect(await sidecar.exited).toBe(0);
+      // Then it had the controller fence broker 2 before it drained
+      const fencedLine = logLines(sidecar.logFile, 'broker fenced for the stop').at(-1);
+      const drainingLine = logLines(sidecar.logFile, 'draining').at(-1);
+      expect(fencedLine).toBeDefined();
+      expect(Date.parse(String(fencedLine!.time))).toBeLessThanOrEqual(
+        Date.parse(String(drainingLine!.time)),
+      );
+      // And the partition has another leader, and broker 2 left its ISR, while sidecar 2 is down:
+      // without the fence it would stay leader until its session timed out (6 s here)
+      const moved = await waitForPartitions(
+        bootstrap,
+        HELD,
+        ([p]) => p!.leader !== 2 && !p!.isr.includes(2),
+        {
+          timeoutMs: 3_000,
+          what: 'leadership moved off broker 2',
+        },
+      );
+      await new Promise((r) => setTimeout(r, 1_000));
+      const resumedAt = Date.now();
+      process.kill(broker3.pid!, 'SIGCONT');
+      // And the produce was answered by broker 2 (no client connection was cut) and acknowledged
+      // by the new leader once broker 3 was back, as in a broker's controlled shutdown
+      const [result] = await send;
+      expect(result?.errorCode).toBe(0);
+      expect(acked).toBeGreaterThanOrEqual(resumedAt);
+      expect(logLines(sidecar.logFile, 'draining').at(-1)).toMatchObject({
+        inFlight: { client: { Produce: expect.any(Number) } },
+      });
+      expect(logLines(sidecar.logFile, 'sidecar stopped').at(-1)).toMatchObject({
+        clientsForcedClosed: 0,
+        brokerFenced: true,
+      });
+
+      // When the sidecar starts again
+      await cluster.startSidecar(2);
+      // Then its broker was unfenced by its own heartbeat and rejoined the ISR (no restart, no
+      // session timeout), and an acks=all produce goes through
+      await waitForFullIsr(bootstrap, [HELD], 30_000);
+      await producer.send({ topic: HELD, acks: -1, messages: [{ value: 'after the fenced restart' }] });
+      await producer.disconnect();
+      const log = readFileSync(cluster.controllerLogFile(), 'utf8');
+      expect(log).toContain('Unfenced broker 2 has requested and been granted fencing');
+      expect(log).not.toContain('Fencing broker 2 at epoch');
+      // And the idempotent producer wrote each value once
+      const values = await consumeValues(bootstrap, HELD, await endOffsetTotal(bootstrap, HELD));
+      expect(values.filter((v) => v === 'in flight at a fenced stop')).toHaveLength(1);
+      console.log(
+        `[sidecar-restart] fenced stop: leadership moved to ${moved.states[0]!.leader}; produce in flight acknowledged ${acked! - resumedAt} ms after the follower resumed`,
+      );
     } catch (error) {
       failed = true;
       const broker3 = cluster.brokers.get(3);

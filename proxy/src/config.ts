@@ -97,6 +97,12 @@ export interface SidecarConfig {
   /** --memory-limit-bytes when given; absent: the cgroup's limit, else the default (memory-budget.ts). */
   memoryLimitBytes?: number;
   drainTimeoutMs: number;
+  /**
+   * At a stop, ask the controller (through the controller path) to fence the broker first, so its
+   * leaderships move to the other replicas before the sidecar stops serving; the broker's next
+   * heartbeat through the restarted sidecar unfences it.
+   */
+  fenceOnStop: boolean;
   logLevel: string;
   /** TLS termination on the client ingress. */
   clientTls?: ListenerTlsConfig;
@@ -120,6 +126,7 @@ export const SIDECAR_DEFAULTS = {
   // Kafka's socket.request.max.bytes default: no legitimate request is larger.
   'max-frame-bytes': 104_857_600,
   'drain-timeout-ms': 10_000,
+  'fence-on-stop': 'true',
   'log-level': 'info',
   // Past 1 MB an object saves < 3 % more of the stock cost (docs/cost.md); the budget seals
   // smaller ones at lower rates.
@@ -281,6 +288,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     2 ** 50,
   );
   const drainTimeoutMs = integer(withDefaults, 'drain-timeout-ms', errors, 0, 600_000);
+  const fenceOnStop = bool(withDefaults, 'fence-on-stop', errors);
   const logLevel = String(withDefaults['log-level']);
   if (!LOG_LEVELS.includes(logLevel))
     errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
@@ -304,6 +312,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     controllerAddresses: controllers.addresses,
     maxFrameBytes: maxFrameBytes!,
     drainTimeoutMs: drainTimeoutMs!,
+    fenceOnStop: fenceOnStop!,
     logLevel,
   };
   if (maxBufferedBytes !== undefined) config.maxBufferedBytes = maxBufferedBytes;

@@ -12,6 +12,7 @@ import type { Logger } from './log.js';
 import { type MemoryBounds, memoryBounds, resolveMemoryLimit } from './memory-budget.js';
 import { TopicNames } from './metadata/topic-names.js';
 import { WalMetadataPublisher } from './metadata/wal-metadata-publisher.js';
+import { BrokerFence, type FenceOutcome } from './net/controller-tap.js';
 import type { ListenerCounters } from './net/counters.js';
 import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
 import { ProxyListener } from './net/proxy-listener.js';
@@ -90,6 +91,14 @@ export const HELD_RESPONSE_GRACE_MS = 1_000;
  */
 export const REPLICATION_DRAIN_MAX_MS = 250;
 
+/** A stop waits at most this long for the controller to fence the broker (one heartbeat interval, 2 s by default). */
+export const FENCE_TIMEOUT_MS = 2_000;
+/**
+ * After the fence, clients are still served this long: the broker answers their produce
+ * NOT_LEADER_OR_FOLLOWER and their Metadata with the new leaders, so they move before the drain.
+ */
+export const FENCE_SETTLE_MS = 200;
+
 /**
  * One sidecar in a broker's pod:
  * - client ingress → the broker's CLIENT listener (clients and Metadata answers point here);
@@ -114,6 +123,8 @@ export class Sidecar {
   private readonly replicationListeners: ProxyListener[] = [];
   /** The controller path: closed last, so the broker keeps its controller while anything drains. */
   private readonly controllerListeners: ProxyListener[] = [];
+  /** Reads the broker's heartbeats on the controller path; a stop fences the broker through it. */
+  readonly brokerFence?: BrokerFence;
   private admin?: AdminServer;
   private readonly wal?: WalParts;
   /** Whether the WAL store may be used now; present with --wal-store-url. */
@@ -273,6 +284,7 @@ export class Sidecar {
     // The zone listeners carry client requests (and other zones' forwarded Produce): they drain
     // with the clients, before the replication paths.
     if (this.zoneRouting) this.clientListeners.push(...this.zoneRouting.listeners);
+    if (config.controllerAddresses.size > 0 && config.fenceOnStop) this.brokerFence = new BrokerFence(log);
     for (const [id, upstream] of config.controllerAddresses) {
       this.controllerListeners.push(
         new ProxyListener({
@@ -282,6 +294,7 @@ export class Sidecar {
           upstream,
           filters: [],
           opaque: true,
+          ...(this.brokerFence ? { fence: this.brokerFence } : {}),
         }),
       );
     }
@@ -465,6 +478,9 @@ export class Sidecar {
 
   /**
    * Stops in the order that costs the clients least (issue 12, case 6):
+   * 0. with --fence-on-stop, the controller fences the broker first (BrokerFence): its leaderships
+   *    move to the other replicas while every path still serves, so clients find the new leaders
+   *    as they would in a broker's controlled shutdown, instead of waiting for the new sidecar;
    * 1. the client ingress stops accepting and reading; responses still due are delivered, so an
    *    acks=all produce in flight completes — its followers still fetch, through the replication
    *    paths, which keep serving and accepting reconnects meanwhile;
@@ -480,6 +496,7 @@ export class Sidecar {
         .map((l) => [l.options.name, l.requestsInFlight()] as const)
         .filter(([, byApi]) => Object.keys(byApi).length > 0),
     );
+    const fence = await this.fenceBroker();
     this.log.info({ inFlight, drainTimeoutMs }, 'draining: clients first, then the replication paths');
     const clientsForced = await drainAll(this.clientListeners, drainTimeoutMs, HELD_RESPONSE_GRACE_MS);
     const clientsMs = performance.now() - begun;
@@ -502,9 +519,31 @@ export class Sidecar {
         clientsDrainedMs: Math.round(clientsMs),
         replicationDrainedMs: Math.round(replicationMs),
         stopMs: Math.round(performance.now() - begun),
+        ...(fence ? { fencedMs: fence.ms, brokerFenced: fence.fenced } : {}),
       },
       'sidecar stopped',
     );
+  }
+
+  /**
+   * Step 0 of a stop: the broker fenced, and its clients given FENCE_SETTLE_MS to learn the new
+   * leaders from it (NOT_LEADER_OR_FOLLOWER, then Metadata) on connections that still serve. At
+   * most FENCE_TIMEOUT_MS when the controller does not answer; without a broker heartbeat seen
+   * (its broker already stopped, as in a pod's shutdown) nothing is asked.
+   */
+  private async fenceBroker(): Promise<FenceOutcome | undefined> {
+    if (!this.brokerFence) return undefined;
+    const outcome = await this.brokerFence.fence(FENCE_TIMEOUT_MS);
+    if (outcome.fenced) {
+      this.log.info(
+        { fencedMs: outcome.ms, by: outcome.by, settleMs: FENCE_SETTLE_MS },
+        'broker fenced for the stop: its leaderships move to the other replicas; its next heartbeat through the restarted sidecar unfences it',
+      );
+      await new Promise((resolve) => setTimeout(resolve, FENCE_SETTLE_MS));
+    } else {
+      this.log.info({ reason: outcome.reason, ms: outcome.ms }, 'broker not fenced for the stop');
+    }
+    return outcome;
   }
 
   /**

@@ -1,6 +1,7 @@
 // @walproxy/shared: the wire layer. No sockets, no timers, no AWS.
 
 export * from './messages/api-versions.js';
+export * from './messages/broker-heartbeat.js';
 export type { LeaderIdAndEpoch, NodeEndpoint, Tagged } from './messages/common.js';
 export * from './messages/describe-cluster.js';
 export * from './messages/fetch.js';

@@ -190,21 +190,32 @@ export function startVerifiableProducer(opts: VerifiableProducerOptions): Runnin
  * `from` counts whole; a partition not acknowledged again by `to` counts its stretch up to `to`.
  */
 export function longestGapMs(acks: readonly Acknowledgement[], from: number, to: number): number {
+  return longestGap(acks, from, to).ms;
+}
+
+/** The longest stretch as longestGapMs measures it, with where it was: its partition and start. */
+export function longestGap(
+  acks: readonly Acknowledgement[],
+  from: number,
+  to: number,
+): { ms: number; partition: number; startedAt: number } {
   const byPartition = new Map<number, number[]>();
   for (const a of acks) {
     const times = byPartition.get(a.partition) ?? [];
     times.push(a.timestamp);
     byPartition.set(a.partition, times);
   }
-  let longest = 0;
-  for (const times of byPartition.values()) {
+  let longest = { ms: 0, partition: -1, startedAt: from };
+  for (const [partition, times] of byPartition) {
     times.sort((a, b) => a - b);
     for (let i = 1; i < times.length; i++) {
       const [start, end] = [times[i - 1]!, times[i]!];
-      if (end >= from && start <= to) longest = Math.max(longest, end - start);
+      if (end >= from && start <= to && end - start > longest.ms)
+        longest = { ms: end - start, partition, startedAt: start };
     }
     const last = times.at(-1)!;
-    if (last < to) longest = Math.max(longest, to - Math.max(last, from));
+    if (last < to && to - Math.max(last, from) > longest.ms)
+      longest = { ms: to - Math.max(last, from), partition, startedAt: Math.max(last, from) };
   }
   return longest;
 }

@@ -130,6 +130,13 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'on SIGTERM, how long in-flight requests may take before connections are closed',
       default: SIDECAR_DEFAULTS['drain-timeout-ms'],
     })
+    .option('fence-on-stop', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "true: on SIGTERM, first ask the controller (through the controller path) to fence the broker, so its leaderships move to the other replicas before the sidecar stops serving, as a broker's controlled shutdown moves them; the broker's next heartbeat through the restarted sidecar unfences it. false: the broker's partitions wait for the new sidecar",
+      default: SIDECAR_DEFAULTS['fence-on-stop'],
+    })
     .option('wal-store-url', {
       type: 'string',
       describe:

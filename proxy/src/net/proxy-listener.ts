@@ -4,6 +4,7 @@ import { apiKeyInfo } from '@walproxy/shared';
 import type { Logger } from '../log.js';
 import { BytePipe } from './byte-pipe.js';
 import { ConnectionPipe } from './connection-pipe.js';
+import type { BrokerFence } from './controller-tap.js';
 import { type ListenerCounters, newListenerCounters } from './counters.js';
 import type { FrameFilter, FrameObserver } from './frame-filter.js';
 import {
@@ -39,6 +40,8 @@ export interface ProxyListenerOptions {
    * controller path, which walproxy carries only so that the broker shares the sidecar's fate.
    */
   opaque?: boolean;
+  /** With `opaque`: the broker's heartbeats on this controller path are read by it (a stop fences the broker). */
+  fence?: BrokerFence;
 }
 
 export interface DrainOptions {
@@ -200,7 +203,11 @@ export class ProxyListener {
       upstream.off('error', onConnectFailure);
       upstream.setTimeout(0);
       const pipe: Pipe = this.options.opaque
-        ? new BytePipe(downstream, upstream, { counters, log })
+        ? new BytePipe(downstream, upstream, {
+            counters,
+            log,
+            ...(this.options.fence ? { fence: this.options.fence } : {}),
+          })
         : new ConnectionPipe(downstream, upstream, {
             maxFrameBytes: this.options.maxFrameBytes,
             maxBufferedBytes: this.options.maxBufferedBytes,

@@ -79,7 +79,7 @@ const TABLE = [
   [60, 'DescribeCluster', 0, [0, 2]],
   [61, 'DescribeProducers', 0],
   [62, 'BrokerRegistration', 0],
-  [63, 'BrokerHeartbeat', 0],
+  [63, 'BrokerHeartbeat', 0, [0, 2]],
   [64, 'UnregisterBroker', 0],
   [65, 'DescribeTransactions', 0],
   [66, 'ListTransactions', 0],
