@@ -21,6 +21,13 @@ const PRODUCE = 0;
 const MIN_REQUEST_BYTES = 10;
 /** Smallest response after the size prefix: header v0's correlation id. */
 const MIN_RESPONSE_BYTES = 4;
+/**
+ * A response at least this large that no filter reads, with nothing waiting ahead of it, goes to
+ * the downstream as its bytes arrive instead of being assembled whole first: a consumer's Fetch
+ * response may be `fetch.max.bytes` (50 MiB by default), and whole it would cost that much memory
+ * per consumer fetching (issue 12, case 10) and a copy of every byte.
+ */
+export const STREAM_RESPONSES_FROM_BYTES = 256 * 1024;
 
 export interface PipeOptions {
   maxFrameBytes: number;
@@ -74,6 +81,8 @@ export class ConnectionPipe {
   private readonly filterByKey = new Map<number, FrameFilter>();
   private closed = false;
   private draining = false;
+  /** Bytes of a streamed response (slots[0]'s) still to pass downstream as they arrive. */
+  private streamingRemaining = 0;
   private readonly onClosed: Array<() => void> = [];
   private readonly filterConnection: FilterConnection;
 
@@ -122,7 +131,11 @@ export class ConnectionPipe {
    * waiting for the store, a leader-side hold, a follower-side fill): nothing the broker still owes.
    */
   get onlyFilterHeld(): boolean {
-    return this.awaitingUpstream.length === 0 && this.slots.some((slot) => slot.output === undefined);
+    return (
+      this.streamingRemaining === 0 &&
+      this.awaitingUpstream.length === 0 &&
+      this.slots.some((slot) => slot.output === undefined)
+    );
   }
 
   whenClosed(callback: () => void): void {
@@ -285,9 +298,23 @@ export class ConnectionPipe {
   private onUpstreamData(chunk: Buffer): void {
     if (this.closed) return;
     this.options.counters.bytesFromUpstream += chunk.length;
+    let data = chunk;
+    if (this.streamingRemaining > 0) {
+      const n = Math.min(this.streamingRemaining, data.length);
+      this.streamOut(n === data.length ? data : data.subarray(0, n));
+      this.streamingRemaining -= n;
+      data = data.subarray(n);
+      if (this.streamingRemaining > 0) return;
+      // The streamed response is complete: its slot is done.
+      this.slots.shift();
+      if (data.length === 0) {
+        this.flush();
+        return;
+      }
+    }
     let frames: Buffer[];
     try {
-      frames = this.responseDecoder.push(chunk);
+      frames = this.responseDecoder.push(data);
     } catch (error) {
       this.protocolError('response', error, sizeOf(error));
       return;
@@ -325,6 +352,33 @@ export class ConnectionPipe {
       }
     }
     this.flush();
+    this.maybeStartStreaming();
+  }
+
+  /**
+   * Streams the response being assembled when it is large, no filter or observer reads it, and it
+   * is next to go downstream: what is held of it goes now, the rest as it arrives.
+   */
+  private maybeStartStreaming(): void {
+    if (this.closed) return;
+    const partial = this.responseDecoder.partial;
+    if (!partial || partial.expected < STREAM_RESPONSES_FROM_BYTES) return;
+    if (partial.held < FRAME_SIZE_PREFIX_BYTES + 4) return;
+    const slot = this.awaitingUpstream[0];
+    if (!slot || this.slots[0] !== slot || slot.filter?.onResponse || this.options.observer?.response) return;
+    // A mismatch is reported by the whole-frame path, with the frame.
+    if (this.responseDecoder.peekHeld(8).readInt32BE(FRAME_SIZE_PREFIX_BYTES) !== slot.info.correlationId)
+      return;
+    this.awaitingUpstream.shift();
+    this.streamingRemaining = partial.expected - partial.held;
+    this.options.counters.responsesStreamed++;
+    for (const piece of this.responseDecoder.takePartial()) this.streamOut(piece);
+  }
+
+  private streamOut(piece: Buffer): void {
+    this.options.counters.bytesToDownstream += piece.length;
+    this.downstream.write(piece);
+    if (this.downstream.writableLength > this.options.maxBufferedBytes) this.upstream.pause();
   }
 
   /** Writes every response that is next in order and known. */

@@ -14,6 +14,8 @@ export interface ListenerCounters {
   upstreamConnectFailures: number;
   /** TLS listeners: handshakes refused (no or bad client certificate, protocol mismatch). */
   tlsHandshakeFailures: number;
+  /** Large responses no filter reads, passed downstream as they arrived instead of whole. */
+  responsesStreamed: number;
 }
 
 export function newListenerCounters(): ListenerCounters {
@@ -28,5 +30,6 @@ export function newListenerCounters(): ListenerCounters {
     closedForProtocolError: 0,
     upstreamConnectFailures: 0,
     tlsHandshakeFailures: 0,
+    responsesStreamed: 0,
   };
 }

@@ -80,6 +80,31 @@ export class FrameDecoder {
     return frames;
   }
 
+  /** The frame being assembled, once its size is known: its size (prefix included) and the bytes held of it. */
+  get partial(): { expected: number; held: number } | undefined {
+    return this.expected < 0 ? undefined : { expected: this.expected, held: this.pendingBytes };
+  }
+
+  /** The first `n` bytes held for the frame being assembled (fewer if fewer are held). */
+  peekHeld(n: number): Buffer {
+    const first = this.pending[0];
+    if (first && first.length >= n) return first.subarray(0, n);
+    return Buffer.concat(this.pending, Math.min(n, this.pendingBytes)).subarray(0, n);
+  }
+
+  /**
+   * Hands over the bytes held for the frame being assembled and forgets the frame: the caller
+   * passes the rest of it on as it arrives (ConnectionPipe streams large responses) and feeds
+   * this decoder again from the next frame's first byte.
+   */
+  takePartial(): Buffer[] {
+    const held = this.pending;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.expected = -1;
+    return held;
+  }
+
   private checkSize(size: number): number {
     if (size < this.minFrameBytes) throw new InvalidFrameSizeError(size);
     if (size > this.maxFrameBytes) throw new FrameTooLargeError(size, this.maxFrameBytes);

@@ -249,6 +249,89 @@ describe('ProxyListener', () => {
     await until(c.isClosed);
   });
 
+  it('streams a large response no filter reads: its first bytes reach the client before the broker has sent the rest', async () => {
+    // Given an upstream that sends a 4 MiB response in two halves, a second apart, then a small one
+    const big = Buffer.alloc(4 << 20);
+    for (let i = 0; i < big.length; i += 4096) big[i] = (i / 4096) & 0xff;
+    const whole = response(7, big);
+    let halfSentAt = 0;
+    // (answering in request order, as a broker does: the small one after the big one's last byte)
+    let bigSent: Promise<void> = Promise.resolve();
+    const upstream = await fakeUpstream((frame, socket) => {
+      const correlationId = frame.readInt32BE(8);
+      if (correlationId !== 7)
+        return void bigSent.then(() => socket.write(response(correlationId, Buffer.from('small'))));
+      socket.write(whole.subarray(0, whole.length / 2));
+      halfSentAt = Date.now();
+      bigSent = new Promise((resolve) =>
+        setTimeout(() => {
+          socket.write(whole.subarray(whole.length / 2));
+          resolve();
+        }, 1_000),
+      );
+    });
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const socket = net.connect({ host: '127.0.0.1', port: listener.address.port });
+    cleanups.push(() => socket.destroy());
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const received: Buffer[] = [];
+    let receivedBytes = 0;
+    let halfReceivedAt = 0;
+    socket.on('data', (chunk) => {
+      received.push(chunk);
+      receivedBytes += chunk.length;
+      if (!halfReceivedAt && receivedBytes >= whole.length / 2) halfReceivedAt = Date.now();
+    });
+    // When the client asks for it and, pipelined, for a small one
+    socket.write(Buffer.concat([request(7), request(8)]));
+    await until(() => receivedBytes === whole.length + 8 + 5, 10_000);
+    // Then half of it was passed on while the other half was still to come
+    expect(halfReceivedAt - halfSentAt).toBeLessThan(900);
+    // And every byte arrived as sent, the small response after it
+    const bytes = Buffer.concat(received);
+    expect(bytes.subarray(0, whole.length).equals(whole)).toBe(true);
+    expect(bytes.subarray(whole.length).readInt32BE(4)).toBe(8);
+    expect(listener.counters.responsesStreamed).toBe(1);
+    expect(listener.counters.bytesToDownstream).toBe(bytes.length);
+  });
+
+  it('assembles a large response whole when a filter reads it, and never streams one ahead of a response still held', async () => {
+    // Given a filter that reads Metadata responses and holds the first for 300 ms
+    const seenByFilter: number[] = [];
+    let first = true;
+    const reading: FrameFilter = {
+      apiKeys: new Set([METADATA]),
+      onResponse: (_info, frame) => {
+        seenByFilter.push(frame.length);
+        if (!first) return frame;
+        first = false;
+        return new Promise<Buffer>((resolve) => setTimeout(() => resolve(frame), 300));
+      },
+    };
+    const upstream = await fakeUpstream(echo);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port, {
+      filters: [reading],
+    });
+    const c = await client(listener.address.port);
+    const sizeRequest = Buffer.alloc(4);
+    sizeRequest.writeInt32BE(1 << 20, 0);
+    // When the client asks for a small held Metadata, a large unfiltered response, and a large Metadata
+    c.socket.write(
+      Buffer.concat([
+        request(1),
+        request(2, sizeRequest, SIZED_RESPONSE),
+        request(3, Buffer.alloc(1 << 20, 5)),
+      ]),
+    );
+    await until(() => c.frames.length === 3, 10_000);
+    // Then they arrived in order, intact; the filter got the large Metadata whole; and the large
+    // unfiltered one was not streamed, for a response ahead of it was held
+    expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([1, 2, 3]);
+    expect(c.frames[1]!.length).toBe(8 + (1 << 20));
+    expect(seenByFilter).toEqual([8, 8 + (1 << 20)]);
+    expect(listener.counters.responsesStreamed).toBe(0);
+  });
+
   it('on drain with a held grace, still waits for a response the upstream owes', async () => {
     // Given an upstream that answers after 600 ms
     const upstream = await fakeUpstream((frame, socket) => setTimeout(() => echo(frame, socket), 600));
