@@ -1,6 +1,6 @@
 /**
  * `make bench-soak` (issue #12, Measure): a memory soak. One 3-broker cluster with sidecars run
- * as the Helm chart runs them by default: a memory limit of SOAK_MEMORY_LIMIT_MB (256, the chart's
+ * as the Helm chart runs them by default: a memory limit of SOAK_MEMORY_LIMIT_MB (512, the chart's
  * default `sidecar.resources.limits.memory`; here given as --memory-limit-bytes, which the
  * sidecar would read from its cgroup) and NODE_OPTIONS=--max-old-space-size at half of it; every
  * other bound derived from the limit (no other memory flag). One WAL topic whose partitions are led by every broker, and
@@ -21,7 +21,7 @@
  * Run: flock /tmp/walproxy-e2e.lock npx tsx e2e/bench/soak.bench.ts
  *   SOAK_SECONDS (600), SOAK_BATCHES_PER_S (5000, per broker), SOAK_SAMPLE_S (5),
  *   SOAK_PARTITIONS_PER_BROKER (12), SOAK_PRODUCERS (2), SOAK_RECORD_BYTES (256), SOAK_ACKS (1),
- *   SOAK_STEADY_FROM_S (60), SOAK_MEMORY_LIMIT_MB (256)
+ *   SOAK_STEADY_FROM_S (60), SOAK_MEMORY_LIMIT_MB (512)
  * Again from a recorded run, starting nothing: npx tsx e2e/bench/soak.bench.ts --from .runs/bench/soak.json
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -64,7 +64,7 @@ const RECORD_BYTES = Math.round(positive('SOAK_RECORD_BYTES', 256));
 // through the WAL, which is what fills the sidecars' memory.
 const ACKS = process.env.SOAK_ACKS ?? '1';
 const STEADY_FROM_S = positive('SOAK_STEADY_FROM_S', 60);
-const MEMORY_LIMIT_MB = Math.round(positive('SOAK_MEMORY_LIMIT_MB', 256));
+const MEMORY_LIMIT_MB = Math.round(positive('SOAK_MEMORY_LIMIT_MB', 512));
 const TOPIC = 'wal-soak';
 const MB = 1024 * 1024;
 const RESULTS = path.join(repoRoot(), '.runs', 'bench', 'soak.json');

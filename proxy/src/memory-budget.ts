@@ -32,7 +32,10 @@ export const EXPECTED_CONNECTIONS = 256;
 export const MEMORY_SHARES = {
   /** `--max-old-space-size` should be this share of the limit. */
   heap: 0.5,
-  batchIndex: 0.12,
+  // 6 %: at 512 MiB, 214,748 entries, ~43 s of batches at 5,000 batches/s — a follower further
+  // behind than that gets those batches inline. At 12 % the index alone took the sidecar past
+  // 256 MB in the soak (docs/benchmarks.md, "Memory soak").
+  batchIndex: 0.06,
   metadataQueue: 0.04,
   writerPending: 0.12,
   readCache: 0.12,

@@ -40,7 +40,7 @@ describe('memoryBounds', () => {
     ).toBeLessThan(512 * MiB - b.heapBytes);
     // Figures an operator can check against the log line
     expect(b).toMatchObject({
-      batchIndexEntries: 429_496,
+      batchIndexEntries: 214_748,
       metadataQueuePieces: 71_582,
       maxBufferedBytes: 125_829,
     });
