@@ -20,7 +20,7 @@ KAFKA_COMPAT_TESTS ?= java-perf-tools replication-path replication-mixed replica
 STAMP := node_modules/.walproxy-install-stamp
 APT_STAMP := .cache/apt-updated
 
-.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-pass-through bench-replication bench-zone-local bench-cost bench-soak bench-charts lint format docs clean
+.PHONY: help deps build kafka system-deps zone-deps promtool apt-install helm versitygw jaeger test test-unit e2e e2e-matrix e2e-compat demo bench bench-start bench-pass-through bench-replication bench-zone-local bench-cost bench-soak bench-charts lint format docs clean
 
 help:
 	@echo "make demo | test | test-unit | e2e | e2e-matrix | bench | lint | format | clean   (KAFKA_VERSION=$(KAFKA_VERSION))"
@@ -33,6 +33,7 @@ deps: $(STAMP)
 
 build: deps
 	npx tsc -b shared proxy e2e
+	node proxy/bundle.mjs
 	npx tsc --noEmit -p deploy
 
 # Stock Apache Kafka from Maven Central into .cache/kafka/$(KAFKA_VERSION)/.
@@ -129,6 +130,7 @@ bench: build kafka system-deps versitygw
 	npx tsx e2e/bench/wal-writer.bench.ts
 	npx tsx e2e/bench/object-store.bench.ts
 	npx tsx e2e/bench/store-front.bench.ts
+	$(MAKE) --no-print-directory bench-start
 	$(MAKE) --no-print-directory bench-pass-through
 	$(MAKE) --no-print-directory bench-replication
 	$(MAKE) --no-print-directory bench-zone-local
@@ -140,6 +142,11 @@ bench: build kafka system-deps versitygw
 # into docs/charts/ (e2e/bench/charts.ts).
 bench-charts: deps
 	npx tsx e2e/bench/charts.ts
+
+# Spawn to `sidecar ready`, the bundled CLI against the unbundled one, interleaved
+# (e2e/bench/sidecar-start.bench.ts); written to .runs/bench/sidecar-start.json.
+bench-start: build
+	npx tsx e2e/bench/sidecar-start.bench.ts
 
 # Memory soak (issue #12): ~5,000 produce batches/s per broker through WAL topics for SOAK_SECONDS
 # (default 600), every sidecar's RSS sampled; written to .runs/bench/soak.json (e2e/bench/soak.bench.ts).

@@ -9,7 +9,8 @@ import { createTopic, kafkaClient } from '../src/clients/kafkajs.js';
 import { sidecarCounters } from '../src/cluster/cluster-info.js';
 import { walSidecarEnv } from '../src/cluster/wal-settings.js';
 
-const MAIN = fileURLToPath(new URL('../../proxy/dist/cli/main.js', import.meta.url));
+// The CLI as the image runs it: bundled into one file (proxy/bundle.mjs).
+const MAIN = fileURLToPath(new URL('../../proxy/dist/cli/walproxy.mjs', import.meta.url));
 
 type Cluster = ReturnType<typeof inject<'cluster'>>;
 

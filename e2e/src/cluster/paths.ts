@@ -40,9 +40,12 @@ export function kafkaLibDir(version = kafkaVersion()): string {
   return dir;
 }
 
-/** The built sidecar entry point (`make build` / `npm run build` produces it). */
+/**
+ * The built sidecar entry point as the container image runs it: the bundled CLI (`make build`
+ * produces it, proxy/bundle.mjs).
+ */
 export function sidecarEntry(): string {
-  const entry = path.join(repoRoot(), 'proxy', 'dist', 'cli', 'main.js');
-  if (!existsSync(entry)) throw new Error(`${entry} is missing: run 'npm run build' first`);
+  const entry = path.join(repoRoot(), 'proxy', 'dist', 'cli', 'walproxy.mjs');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: run 'make build' first`);
   return entry;
 }

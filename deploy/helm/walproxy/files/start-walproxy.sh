@@ -4,7 +4,7 @@
 # --wal-store-url (the store of the pod's zone, chosen by the pod-identity init container).
 #
 # Environment: POD_NAME (<statefulset>-<ordinal>), WALPROXY_POD_DIR (default /var/run/walproxy),
-# WALPROXY_MAIN (default /app/proxy/dist/cli/main.js, the image's entry point).
+# WALPROXY_MAIN (default /app/proxy/dist/cli/walproxy.mjs, the image's entry point).
 set -eu
 pod_dir="${WALPROXY_POD_DIR:-/var/run/walproxy}"
 ordinal="${POD_NAME##*-}"
@@ -15,4 +15,4 @@ esac
 . "$pod_dir/identity.env"
 set -- sidecar "--broker-id=$ordinal" "$@"
 if [ -n "${WAL_STORE_URL:-}" ]; then set -- "$@" "--wal-store-url=$WAL_STORE_URL"; fi
-exec node "${WALPROXY_MAIN:-/app/proxy/dist/cli/main.js}" "$@"
+exec node "${WALPROXY_MAIN:-/app/proxy/dist/cli/walproxy.mjs}" "$@"
