@@ -459,7 +459,8 @@ export class Sidecar {
         batchIndexEntries: m.batchIndexEntries,
         metadataQueuePieces: m.metadataQueuePieces,
         writerPendingMiB: mib(m.writerPendingBytes),
-        readCacheMiB: mib(m.readCacheBytes),
+        // What the reader applies, not only what the split says: the two differed once.
+        readCacheMiB: mib(this.wal?.reader.maxCacheBytes ?? m.readCacheBytes),
         maxBufferedKiB: Math.round(m.maxBufferedBytes / 1024),
         heapMiB: mib(m.heapBytes),
         v8HeapLimitMiB: mib(heapLimit),
@@ -750,8 +751,13 @@ function createWalParts(
   const policy = new TopicPolicy(wal.defaults, wal.rules);
   const index = new WalBatchIndex({ maxEntries: memory.batchIndexEntries });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
-  const reader = new WalRangeReader({ store });
-  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
+  // The follower's read cache takes its share of the memory limit (it was left at the reader's
+  // 64 MiB default, per store, before); peer-store readers count into the same stats, so the
+  // bound is one for all of them (PeerStoreReaders).
+  const reader = new WalRangeReader({ store, maxCacheBytes: memory.readCacheBytes });
+  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log, {
+    maxCacheBytes: memory.readCacheBytes,
+  });
   // With zones, the zone ingress fills zone-local produce references from the producer's zone
   // bucket (one of --wal-read-store-url); the WAL filter indexes those batches where they are.
   const produceFill = config.zone

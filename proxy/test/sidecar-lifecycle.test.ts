@@ -219,6 +219,28 @@ describe('Sidecar stop', () => {
   });
 });
 
+describe('Sidecar memory bounds', () => {
+  let dir: string | undefined;
+  afterEach(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    dir = undefined;
+  });
+
+  it("gives the follower's read cache its share of --memory-limit-bytes, not the reader's own default", async () => {
+    // Given a WAL sidecar with a 256 MiB memory limit (the read cache's 12 % share: 30.7 MiB)
+    dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-bounds-'));
+    const s = await sidecar({
+      'wal-store-url': `file://${dir}`,
+      'wal-topic': 'wal-*',
+      'memory-limit-bytes': String(256 * 1024 * 1024),
+    });
+
+    // Then the reader it built keeps to that share, and the bounds it logs are the applied ones
+    const bounds = s.lines.find((l) => l.msg === 'memory bounds') as unknown as { readCacheMiB: number };
+    expect(bounds.readCacheMiB).toBe(30.7);
+  });
+});
+
 describe('Sidecar start without a usable store', () => {
   let dir: string | undefined;
   afterEach(() => {

@@ -27,6 +27,18 @@ export interface WalRangeReaderOptions {
    * Default 8 MiB: WAL objects are 100-500 KB at the writer's default target.
    */
   wholeObjectMaxBytes?: number;
+  /**
+   * A cached span nobody read for this long is dropped, whatever room the cache has left. Default
+   * 10 s. What a follower re-reads it re-reads soon: the rest of an object its last Fetch did not
+   * reach yet, another fetcher's share of it, a Fetch retried after a reconnect; an object older
+   * than a few fetch rounds is read by nobody (a follower that catches up reads each object once).
+   * Without it the cache sits at its bound for good: ~61 MiB of a 512 MiB sidecar, most of what
+   * kept the memory soak above 256 MB (docs/benchmarks.md, "Memory soak"). Infinity keeps spans
+   * until the bound evicts them.
+   */
+  cacheIdleMs?: number;
+  /** Milliseconds on a monotonic clock; injectable for tests. */
+  now?: () => number;
   /** Counters to add to, e.g. one set shared by the readers of every store (PeerStoreReaders). */
   stats?: WalRangeReaderStats;
 }
@@ -35,6 +47,7 @@ export const WAL_RANGE_READER_DEFAULTS = {
   maxCacheBytes: 64 * 1024 * 1024,
   maxConcurrentGets: 8,
   wholeObjectMaxBytes: 8 * 1024 * 1024,
+  cacheIdleMs: 10_000,
 } as const;
 
 /** How many object keys the reader remembers having read, to count objects read (not re-reads). */
@@ -60,6 +73,8 @@ export interface WalRangeReaderStats {
   sharedGets: number;
   /** Bytes of objects and spans in the cache now. */
   cachedBytes: number;
+  /** Spans dropped because nobody read them for cacheIdleMs. */
+  idleEvictions: number;
 }
 
 export function newRangeReaderStats(): WalRangeReaderStats {
@@ -72,6 +87,7 @@ export function newRangeReaderStats(): WalRangeReaderStats {
     cacheMisses: 0,
     sharedGets: 0,
     cachedBytes: 0,
+    idleEvictions: 0,
   };
 }
 
@@ -82,6 +98,8 @@ interface Span {
   readonly data: Buffer;
   /** The whole object: a range past its end is past the object's end. */
   readonly whole: boolean;
+  /** When it was last cached or read (the reader's clock); merely built spans leave it 0. */
+  usedAt: number;
 }
 
 interface InFlight {
@@ -109,7 +127,7 @@ function merge(spans: readonly Span[]): Span {
   const offset = Math.min(...spans.map((s) => s.offset));
   const data = Buffer.allocUnsafe(Math.max(...spans.map(endOf)) - offset);
   for (const s of spans) s.data.copy(data, s.offset - offset);
-  return { objectKey: spans[0]!.objectKey, offset, data, whole: false };
+  return { objectKey: spans[0]!.objectKey, offset, data, whole: false, usedAt: 0 };
 }
 
 function closedError(): ObjectStoreError {
@@ -136,12 +154,17 @@ export class WalRangeReader {
   #running = 0;
   readonly #waiting: { start: () => void; cancel: (error: Error) => void }[] = [];
   readonly #closing = new AbortController();
+  readonly #cacheIdleMs: number;
+  readonly #now: () => number;
+  /** Sweeps idle spans while no read does (a follower that stopped reading must not pin them). */
+  readonly #idleSweep: NodeJS.Timeout | undefined;
 
   constructor(options: WalRangeReaderOptions) {
     const d = WAL_RANGE_READER_DEFAULTS;
     const maxCacheBytes = options.maxCacheBytes ?? d.maxCacheBytes;
     const maxConcurrentGets = options.maxConcurrentGets ?? d.maxConcurrentGets;
     const wholeObjectMaxBytes = options.wholeObjectMaxBytes ?? d.wholeObjectMaxBytes;
+    const cacheIdleMs = options.cacheIdleMs ?? d.cacheIdleMs;
     if (!Number.isSafeInteger(maxCacheBytes) || maxCacheBytes < 0) {
       throw new RangeError(`maxCacheBytes must be a non-negative integer, got ${maxCacheBytes}`);
     }
@@ -151,11 +174,25 @@ export class WalRangeReader {
     if (!Number.isSafeInteger(wholeObjectMaxBytes) || wholeObjectMaxBytes < 0) {
       throw new RangeError(`wholeObjectMaxBytes must be a non-negative integer, got ${wholeObjectMaxBytes}`);
     }
+    if (!(cacheIdleMs > 0)) {
+      throw new RangeError(`cacheIdleMs must be positive (Infinity: never), got ${cacheIdleMs}`);
+    }
     this.#store = options.store;
     this.#maxCacheBytes = maxCacheBytes;
     this.#maxConcurrentGets = maxConcurrentGets;
     this.#wholeObjectMaxBytes = Math.min(wholeObjectMaxBytes, maxCacheBytes);
     this.stats = options.stats ?? newRangeReaderStats();
+    this.#cacheIdleMs = cacheIdleMs;
+    this.#now = options.now ?? (() => performance.now());
+    if (Number.isFinite(cacheIdleMs) && maxCacheBytes > 0) {
+      this.#idleSweep = setInterval(() => this.#dropIdle(), Math.max(cacheIdleMs / 2, 100));
+      this.#idleSweep.unref();
+    }
+  }
+
+  /** The bound on cached bytes this reader keeps to (shared with readers sharing its stats). */
+  get maxCacheBytes(): number {
+    return this.#maxCacheBytes;
   }
 
   async read(objectKey: string, ranges: readonly ByteRange[]): Promise<Buffer[]> {
@@ -173,6 +210,7 @@ export class WalRangeReader {
   peek(objectKey: string, ranges: readonly ByteRange[]): Buffer[] | undefined {
     const bounds = boundsOf(objectKey, ranges);
     if (bounds === undefined) return ranges.map(() => EMPTY);
+    this.#dropIdle();
     const span = this.#lookup(objectKey, bounds.start, bounds.end);
     if (span === undefined) return undefined;
     this.#touch(span);
@@ -186,6 +224,7 @@ export class WalRangeReader {
   close(): void {
     if (this.#closing.signal.aborted) return;
     this.#closing.abort();
+    clearInterval(this.#idleSweep);
     for (const waiter of this.#waiting.splice(0)) waiter.cancel(closedError());
     for (const span of [...this.#lru]) this.#forget(span);
   }
@@ -196,11 +235,23 @@ export class WalRangeReader {
 
   #touch(span: Span): void {
     this.stats.cacheHits++;
+    span.usedAt = this.#now();
     this.#lru.delete(span);
     this.#lru.add(span);
   }
 
+  /** Drops the spans nobody read for cacheIdleMs: the least recently used first, so a prefix. */
+  #dropIdle(): void {
+    const cutoff = this.#now() - this.#cacheIdleMs;
+    for (const oldest of this.#lru) {
+      if (oldest.usedAt > cutoff) break;
+      this.#forget(oldest);
+      this.stats.idleEvictions++;
+    }
+  }
+
   async #span(objectKey: string, start: number, end: number): Promise<Span> {
+    this.#dropIdle();
     const cached = this.#lookup(objectKey, start, end);
     if (cached !== undefined) {
       this.#touch(cached);
@@ -295,7 +346,7 @@ export class WalRangeReader {
         );
       }
       this.stats.bytesFetched += data.length;
-      return { objectKey, offset: range?.offset ?? 0, data, whole: range === undefined };
+      return { objectKey, offset: range?.offset ?? 0, data, whole: range === undefined, usedAt: 0 };
     } finally {
       // Hand the slot straight to the next waiter, so a burst cannot overtake the queue.
       const next = this.#waiting.shift();
@@ -340,6 +391,7 @@ export class WalRangeReader {
     const kept = this.#cached.get(span.objectKey) ?? [];
     kept.push(span);
     this.#cached.set(span.objectKey, kept);
+    span.usedAt = this.#now();
     this.#lru.add(span);
     this.stats.cachedBytes += span.data.length;
     for (const oldest of this.#lru) {

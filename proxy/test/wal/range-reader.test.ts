@@ -197,6 +197,49 @@ describe('WalRangeReader', () => {
     expect(store.gets.map((g) => g.key)).toEqual(['wal/a', 'wal/b', 'wal/c', 'wal/b']);
   });
 
+  it('drops spans nobody read for cacheIdleMs, however much room is left, and keeps the ones in use', async () => {
+    // Given a roomy cache whose spans expire after 10 s idle, on a clock the test moves
+    let now = 0;
+    const store = storeWith({ 'wal/a': 100, 'wal/b': 100 });
+    const reader = new WalRangeReader({
+      store,
+      maxCacheBytes: 1_000_000,
+      cacheIdleMs: 10_000,
+      now: () => now,
+    });
+    const all = [{ offset: 0, length: 100 }];
+    await reader.read('wal/a', all);
+    await reader.read('wal/b', all);
+
+    // When A is read again at 6 s, and the next read comes at 12 s
+    now = 6_000;
+    await reader.read('wal/a', all);
+    now = 12_000;
+    await reader.read('wal/a', all);
+
+    // Then B (idle since 0) was dropped, A (read at 6 s) was not
+    expect(reader.stats).toMatchObject({ cachedBytes: 100, idleEvictions: 1, gets: 2 });
+    await reader.read('wal/b', all);
+    expect(store.gets.map((g) => g.key)).toEqual(['wal/a', 'wal/b', 'wal/b']);
+    reader.close();
+  });
+
+  it('drops idle spans with no read to trigger it (a follower that stopped fetching)', async () => {
+    // Given spans cached, with an idle time of 200 ms on the real clock
+    const store = storeWith({ 'wal/a': 100 });
+    const reader = new WalRangeReader({ store, cacheIdleMs: 200 });
+    await reader.read('wal/a', [{ offset: 0, length: 100 }]);
+    expect(reader.stats.cachedBytes).toBe(100);
+
+    // When nothing reads for longer than that
+    const deadline = Date.now() + 5_000;
+    while (reader.stats.cachedBytes > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+
+    // Then the sweep has dropped them
+    expect(reader.stats).toMatchObject({ cachedBytes: 0, idleEvictions: 1 });
+    reader.close();
+  });
+
   it('does not cache a span larger than the whole cache', async () => {
     // Given a cache of 50 bytes
     const store = storeWith({ 'wal/a': 100 });
@@ -297,6 +340,8 @@ describe('WalRangeReader', () => {
     // Then it says so
     expect(() => new WalRangeReader({ store, maxConcurrentGets: 0 })).toThrow(RangeError);
     expect(() => new WalRangeReader({ store, maxCacheBytes: -1 })).toThrow(RangeError);
+    expect(() => new WalRangeReader({ store, cacheIdleMs: 0 })).toThrow(RangeError);
+    expect(() => new WalRangeReader({ store, cacheIdleMs: Number.NaN })).toThrow(RangeError);
     expect(() => new WalRangeReader({ store, wholeObjectMaxBytes: 1.5 })).toThrow(RangeError);
     await expect(new WalRangeReader({ store }).read('wal/a', [{ offset: -1, length: 5 }])).rejects.toThrow(
       RangeError,
