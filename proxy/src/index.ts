@@ -24,6 +24,8 @@ export * from './net/proxy-listener.js';
 export * from './net/tls-material.js';
 export * from './sidecar.js';
 export * from './store/index.js';
+export { encodeKey, resolveS3Signing, type S3Signing } from './store/s3-data-path.js';
+export { S3ObjectStore } from './store/s3-store.js';
 export * from './telemetry/index.js';
 export * from './topics/topic-policy.js';
 export * from './wal/batch-index.js';

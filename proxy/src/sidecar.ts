@@ -24,7 +24,9 @@ import {
   STORE_HEALTH_DEFAULTS,
   StoreHealth,
 } from './store/index.js';
-import { Readiness, type StoreReport, Telemetry, type TelemetryInit } from './telemetry/index.js';
+import { Readiness, type StoreReport } from './telemetry/readiness.js';
+// Types only: the OpenTelemetry SDK loads in start(), once the listeners are open (startTelemetry).
+import type { Telemetry, TelemetryInit } from './telemetry/telemetry.js';
 import { TopicPolicy } from './topics/topic-policy.js';
 import { WalBatchIndex } from './wal/batch-index.js';
 import { ProducerWaits, WalWriter } from './wal/index.js';
@@ -134,7 +136,10 @@ export class Sidecar {
   readonly memory: MemoryBounds;
   #stopping = false;
   #topicNamesStarted?: Promise<void>;
-  readonly telemetry: Telemetry;
+  readonly #telemetryInit: TelemetryInit;
+  /** Set by start(): the OpenTelemetry SDK loads once the listeners are open (startTelemetry). */
+  #telemetry?: Promise<Telemetry>;
+  #telemetryLoaded?: Telemetry;
   /** Certificates in use, each re-read every second and swapped in for new handshakes when changed. */
   readonly tlsMaterials: TlsMaterial[] = [];
   readonly saslHandshake = new SaslHandshakeFilter();
@@ -301,7 +306,7 @@ export class Sidecar {
     this.listeners.push(...this.clientListeners, ...this.replicationListeners, ...this.controllerListeners);
     const wal = this.wal;
     const storeHealth = this.storeHealth;
-    this.telemetry = new Telemetry({
+    this.#telemetryInit = {
       ...telemetry,
       log,
       sources: {
@@ -324,7 +329,7 @@ export class Sidecar {
         ...(storeHealth ? { store: () => ({ usable: storeHealth.usable }) } : {}),
         memoryLimitBytes: this.memory.limitBytes,
       },
-    });
+    };
     if (config.adminListen) {
       const readiness = new Readiness({
         upstream: config.clientUpstream,
@@ -337,7 +342,8 @@ export class Sidecar {
           counters: () => this.counters(),
           healthy: () => true,
           ready: () => readiness.check(),
-          metrics: () => this.telemetry.prometheusText(),
+          // A scrape in the first moments of a start waits for the SDK to load.
+          metrics: async () => (await this.#startTelemetry()).prometheusText(),
         },
         log,
       );
@@ -423,7 +429,6 @@ export class Sidecar {
    * sidecar whose store is down (or whose broker is not up yet) serves within milliseconds.
    */
   async start(): Promise<void> {
-    this.telemetry.start();
     for (const material of this.tlsMaterials) material.start();
     try {
       for (const listener of this.listeners) await listener.start();
@@ -446,6 +451,28 @@ export class Sidecar {
       },
       'sidecar ready',
     );
+    // After ready: the SDK's evaluation is ~0.25 s of a start on a busy machine, and serving does
+    // not need it. What it misses meanwhile are a few channel events (spans, histograms) of the
+    // first requests; the counters behind the other metrics are read from the parts at each
+    // collection, so they miss nothing. start() resolves once it records.
+    await this.#startTelemetry();
+  }
+
+  /** The telemetry, loading the OpenTelemetry SDK and subscribing the first time. */
+  #startTelemetry(): Promise<Telemetry> {
+    this.#telemetry ??= import('./telemetry/telemetry.js').then(({ Telemetry }) => {
+      const telemetry = new Telemetry(this.#telemetryInit);
+      if (!this.#stopping) telemetry.start();
+      this.#telemetryLoaded = telemetry;
+      return telemetry;
+    });
+    return this.#telemetry;
+  }
+
+  /** The telemetry; after start() resolved. */
+  get telemetry(): Telemetry {
+    if (this.#telemetryLoaded === undefined) throw new Error('the sidecar has not started its telemetry yet');
+    return this.#telemetryLoaded;
   }
 
   private logMemoryBounds(): void {
@@ -509,7 +536,7 @@ export class Sidecar {
     await drainAll(this.controllerListeners, 0);
     await this.admin?.stop().catch(() => undefined);
     for (const material of this.tlsMaterials) material.stop();
-    await this.telemetry.stop();
+    await (await this.#telemetry)?.stop();
     this.log.info(
       {
         forcedClosed: clientsForced + replicationForced,

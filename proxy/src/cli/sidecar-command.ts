@@ -335,22 +335,19 @@ export async function runSidecar(argv: Record<string, unknown>): Promise<void> {
   }
   const { config } = parsed;
   const log = createLogger(config.logLevel);
-  let sidecar: Sidecar;
-  try {
-    sidecar = new Sidecar(config, log, undefined, telemetry.options);
-    await sidecar.start();
-  } catch (error) {
-    if (error instanceof SidecarConfigError) {
-      process.stderr.write(`walproxy sidecar: ${error.message}\n`);
-      process.exit(EXIT_CONFIG_ERROR);
-    }
-    log.fatal({ error: (error as Error).message }, 'sidecar failed to start');
-    process.exitCode = 1;
-    return;
-  }
+  let sidecar: Sidecar | undefined;
+  let started = false;
   let stopping = false;
+  /** A signal that came before start() finished: acted on once it has. */
+  let pending: string | undefined;
   const shutdown = (signal: string) => {
     if (stopping) return;
+    // A SIGTERM while the listeners open (or the telemetry SDK loads just after `sidecar ready`)
+    // must not kill the process by the signal's default action: stop cleanly once started.
+    if (!started || sidecar === undefined) {
+      pending ??= signal;
+      return;
+    }
     stopping = true;
     log.info({ signal }, 'stopping');
     // Every step of stop() is bounded; this bounds the sum, should one of them not be.
@@ -363,6 +360,20 @@ export async function runSidecar(argv: Record<string, unknown>): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  try {
+    sidecar = new Sidecar(config, log, undefined, telemetry.options);
+    await sidecar.start();
+  } catch (error) {
+    if (error instanceof SidecarConfigError) {
+      process.stderr.write(`walproxy sidecar: ${error.message}\n`);
+      process.exit(EXIT_CONFIG_ERROR);
+    }
+    log.fatal({ error: (error as Error).message }, 'sidecar failed to start');
+    process.exitCode = 1;
+    return;
+  }
+  started = true;
+  if (pending !== undefined) shutdown(pending);
 }
 
 /** Past --drain-timeout-ms plus this, a stop that has not finished exits anyway. */

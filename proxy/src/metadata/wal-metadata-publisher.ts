@@ -1,12 +1,7 @@
 import type { ConnectionOptions } from 'node:tls';
-import {
-  CompressionTypes,
-  Kafka,
-  type KafkaConfig,
-  logLevel,
-  type Producer,
-  type SASLOptions,
-} from 'kafkajs';
+// Types only: kafkajs itself loads when the publisher connects, after the sidecar's listeners
+// opened (its evaluation is a tenth of a second of start on a busy machine; issue #12).
+import type { Kafka, KafkaConfig, Producer, SASLOptions } from 'kafkajs';
 import type { Logger } from '../log.js';
 import type { SaslCredentials } from './sasl-client.js';
 
@@ -108,7 +103,9 @@ export class WalMetadataPublisher {
   private producer?: Producer;
   private timer?: NodeJS.Timeout;
   private sending?: Promise<void>;
-  private readonly kafka: Kafka;
+  private kafka?: Kafka;
+  /** kafkajs' CompressionTypes.GZIP, read from the module once loaded. */
+  private gzip = 0;
   private ready = false;
   private stopped = false;
   private lastOverflowLogMs = 0;
@@ -116,15 +113,22 @@ export class WalMetadataPublisher {
 
   constructor(private readonly options: WalMetadataPublisherOptions) {
     this.topic = options.topic ?? WAL_METADATA_TOPIC;
+  }
+
+  private async client(): Promise<Kafka> {
+    if (this.kafka) return this.kafka;
+    const { Kafka, logLevel, CompressionTypes } = await import('kafkajs');
     const config: KafkaConfig = {
-      clientId: `walproxy-${options.brokerId}-metadata`,
-      brokers: options.bootstrap,
+      clientId: `walproxy-${this.options.brokerId}-metadata`,
+      brokers: this.options.bootstrap,
       logLevel: logLevel.NOTHING,
       retry: { retries: 5, initialRetryTime: 200 },
     };
-    if (options.sasl) config.sasl = kafkajsSasl(options.sasl);
-    if (options.tls) config.ssl = options.tls;
+    if (this.options.sasl) config.sasl = kafkajsSasl(this.options.sasl);
+    if (this.options.tls) config.ssl = this.options.tls;
+    this.gzip = CompressionTypes.GZIP;
     this.kafka = new Kafka(config);
+    return this.kafka;
   }
 
   get queued(): number {
@@ -141,8 +145,9 @@ export class WalMetadataPublisher {
   private async connectWithRetry(): Promise<void> {
     for (let attempt = 1; !this.stopped; attempt++) {
       try {
-        await this.ensureTopic();
-        const producer = this.kafka.producer({ allowAutoTopicCreation: false });
+        const kafka = await this.client();
+        await this.ensureTopic(kafka);
+        const producer = kafka.producer({ allowAutoTopicCreation: false });
         await producer.connect();
         this.producer = producer;
         this.ready = true;
@@ -160,8 +165,8 @@ export class WalMetadataPublisher {
     }
   }
 
-  private async ensureTopic(): Promise<void> {
-    const admin = this.kafka.admin();
+  private async ensureTopic(kafka: Kafka): Promise<void> {
+    const admin = kafka.admin();
     await admin.connect();
     try {
       const existing = await admin.listTopics();
@@ -214,7 +219,7 @@ export class WalMetadataPublisher {
     this.sending = this.producer
       // GZIP (built into kafkajs): the JSON repeats its keys and the object names, and the
       // metadata topic is replicated across zones like any other, so its bytes count.
-      .send({ topic: this.topic, acks: -1, compression: CompressionTypes.GZIP, messages })
+      .send({ topic: this.topic, acks: -1, compression: this.gzip, messages })
       .then(() => {
         this.stats.published += pieces.length;
         this.stats.records += messages.length;

@@ -1,8 +1,9 @@
 import { fileURLToPath } from 'node:url';
+import { DeferredS3ObjectStore } from './deferred-s3-store.js';
 import { ObjectStoreError } from './errors.js';
 import { FileObjectStore, type FileStoreOptions } from './file-store.js';
 import type { ObjectStore } from './object-store.js';
-import { S3ObjectStore, type S3StoreOptions } from './s3-store.js';
+import type { S3StoreOptions } from './s3-store.js';
 
 /** Options for every backend; each backend reads the ones that concern it. */
 export type ObjectStoreOptions = FileStoreOptions & S3StoreOptions;
@@ -43,7 +44,8 @@ export function openObjectStore(url: string, options: ObjectStoreOptions = {}): 
         throw invalidUrl(url, 'give the endpoint and credentials as options, not in the s3:// URL');
       }
       const prefix = decodeURIComponent(parsed.pathname).replace(/^\/+/, '');
-      return new S3ObjectStore(
+      // The SDK loads on the store's first call (deferred-s3-store.ts: start is not kept waiting).
+      return new DeferredS3ObjectStore(
         url,
         bucket,
         prefix === '' || prefix.endsWith('/') ? prefix : `${prefix}/`,

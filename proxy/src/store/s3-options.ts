@@ -3,7 +3,7 @@
 // them from the store layer instead of from `cli/`.
 import type { Argv } from 'yargs';
 import type { ObjectStoreOptions } from './open-object-store.js';
-import { isDirectoryBucket, S3_SERVER_SIDE_ENCRYPTIONS, type S3ServerSideEncryption } from './s3-store.js';
+import { isDirectoryBucket, S3_SERVER_SIDE_ENCRYPTIONS, type S3ServerSideEncryption } from './s3-names.js';
 
 /** How flag parsers collect errors: one line per bad setting, named by flag. */
 export interface FlagErrorSink {

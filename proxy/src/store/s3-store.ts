@@ -26,6 +26,7 @@ import {
 import { S3_DATA_PATH_DEFAULTS, S3DataPath } from './s3-data-path.js';
 import { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
 import { type S3ExpressSession, S3ExpressSessions } from './s3-express-sessions.js';
+import { isDirectoryBucket, type S3ServerSideEncryption } from './s3-names.js';
 
 export interface S3StoreOptions {
   /** AWS region; defaults to the SDK's chain (AWS_REGION, profile). Directory buckets need their own. */
@@ -61,13 +62,7 @@ export interface S3StoreOptions {
   sseKmsKeyId?: string;
 }
 
-export const S3_SERVER_SIDE_ENCRYPTIONS = ['AES256', 'aws:kms'] as const;
-export type S3ServerSideEncryption = (typeof S3_SERVER_SIDE_ENCRYPTIONS)[number];
-
-/** S3 Express One Zone directory buckets are named `base--zoneid--x-s3`. */
-export function isDirectoryBucket(bucket: string): boolean {
-  return bucket.endsWith('--x-s3');
-}
+export { isDirectoryBucket, S3_SERVER_SIDE_ENCRYPTIONS, type S3ServerSideEncryption } from './s3-names.js';
 
 /** DeleteObjects takes at most 1,000 keys per call. */
 const DELETE_BATCH = 1000;

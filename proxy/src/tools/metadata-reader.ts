@@ -1,7 +1,6 @@
 // Reads the WAL index topic (`__remote_wal_log_metadata`) from its beginning to the end offsets it
 // had when the read started.
 import { randomBytes } from 'node:crypto';
-import { Kafka, logLevel } from 'kafkajs';
 import type { WalMetadataRecordV1 } from '../metadata/wal-metadata-publisher.js';
 
 export interface MetadataRead {
@@ -16,6 +15,9 @@ export async function readMetadataTopic(
   onProgress?: (read: number, total: number) => void,
   timeoutMs = 120_000,
 ): Promise<MetadataRead> {
+  // Loaded here, not at the top: the sidecar's bundle holds this tool too, and must not
+  // evaluate kafkajs before its listeners open.
+  const { Kafka, logLevel } = await import('kafkajs');
   const kafka = new Kafka({
     clientId: 'walproxy-tools',
     brokers: bootstrap,

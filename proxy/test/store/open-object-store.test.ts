@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FileObjectStore, openObjectStore, S3ObjectStore } from '../../src/store/index.js';
+import { DeferredS3ObjectStore, FileObjectStore, openObjectStore } from '../../src/store/index.js';
+import { S3ObjectStore } from '../../src/store/s3-store.js';
 
 describe('openObjectStore', () => {
   it.each([
@@ -11,9 +12,25 @@ describe('openObjectStore', () => {
   ])('opens %s as bucket %s with key prefix "%s"', async (url, bucket, prefix) => {
     // Given an s3 URL, When opened, Then bucket and prefix come from it
     const store = openObjectStore(url, { region: 'us-east-1' });
-    expect(store).toBeInstanceOf(S3ObjectStore);
+    expect(store).toBeInstanceOf(DeferredS3ObjectStore);
     expect(store).toMatchObject({ url, bucket, keyPrefix: prefix });
+    // And the S3 store it builds on first use (the AWS SDK loads then) has the same
+    const loaded = await (store as DeferredS3ObjectStore).loaded();
+    expect(loaded).toBeInstanceOf(S3ObjectStore);
+    expect(loaded).toMatchObject({ url, bucket, keyPrefix: prefix });
     await store.close();
+  });
+
+  it('closes an S3 store never used without loading the SDK, and refuses calls after close', async () => {
+    // Given an S3 store opened and closed before any call
+    const store = openObjectStore('s3://walproxy-wal/x', {
+      region: 'us-east-1',
+      endpoint: 'http://127.0.0.1:1',
+    });
+    await store.close();
+
+    // When it is called after all, Then the call fails as a closed store's does
+    await expect(store.get('k')).rejects.toMatchObject({ code: 'WALPROXY_ERR_STORE_ABORTED' });
   });
 
   it('opens a file URL as a directory store', async () => {

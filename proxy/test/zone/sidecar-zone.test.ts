@@ -39,6 +39,5 @@ describe('a sidecar with --zone', () => {
       'egress-3 1003',
     ]);
     expect(sidecar.counters().zone).toMatchObject({ clientIngress: { metadataRewritten: 0 } });
-    await sidecar.telemetry.stop();
   });
 });

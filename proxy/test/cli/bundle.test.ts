@@ -1,0 +1,43 @@
+import { build, type Metafile } from 'esbuild';
+import { describe, expect, it } from 'vitest';
+// The options `node proxy/bundle.mjs` builds with (on the compiled dist/cli/main.js, which
+// `make test-unit` builds first).
+import { BUNDLE_OPTIONS } from '../../bundle.mjs';
+
+/** The packages whose code the entry chunk holds (own code as `(walproxy)`), with their bytes. */
+function packagesOf(output: Metafile['outputs'][string]): Map<string, number> {
+  const bytes = new Map<string, number>();
+  for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) {
+    const name = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input)?.[1] ?? '(walproxy)';
+    bytes.set(name, (bytes.get(name) ?? 0) + bytesInOutput);
+  }
+  return bytes;
+}
+
+describe('the bundled CLI', () => {
+  it('keeps the AWS SDK, kafkajs and the OpenTelemetry SDK out of the entry chunk: they load after the listeners open', async () => {
+    // Given the bundle as `make build` makes it
+    const result = await build({ ...BUNDLE_OPTIONS, write: false, metafile: true, logLevel: 'silent' });
+    const outputs = Object.entries(result.metafile.outputs);
+    const [, entry] = outputs.find(([file]) => file.endsWith('dist/cli/walproxy.mjs'))!;
+
+    // Then the entry chunk, everything a sidecar parses and evaluates before `sidecar ready`,
+    // holds none of the heavy packages (a static import of any of them anywhere on the start path
+    // would pull it back in: issue #12, ready within 2 s)
+    const packages = [...packagesOf(entry).keys()];
+    expect(
+      packages.filter((p) =>
+        /^@aws-sdk\/|^@smithy\/|^kafkajs$|^@opentelemetry\/sdk-|^@opentelemetry\/exporter-/.test(p),
+      ),
+    ).toEqual([]);
+    // And they are in the bundle all the same, in chunks of their own
+    const lazy = outputs
+      .filter(([file]) => file.includes('/chunks/'))
+      .flatMap(([, o]) => [...packagesOf(o).keys()]);
+    expect(lazy).toEqual(
+      expect.arrayContaining(['@aws-sdk/client-s3', 'kafkajs', '@opentelemetry/sdk-metrics']),
+    );
+    // And the entry stays small (4.1 MB when it held everything)
+    expect(entry.bytes).toBeLessThan(1_500_000);
+  });
+});
