@@ -16,7 +16,31 @@ export function walproxyVersion(): string {
   return pkg.version;
 }
 
+/** The part of yargs' internals skipHelpRendering touches (yargs 18). */
+interface YargsUsageInternals {
+  getInternalMethods?: () => { getUsageInstance?: () => { cacheHelpMessage?: () => void } };
+}
+
+/**
+ * yargs renders a command's whole --help each time it runs the command (`cacheHelpMessage`, for a
+ * handler that might call showHelp later), synchronously, right after calling the handler: for
+ * the sidecar's ~80 flags ~85–130 ms of CPU on an idle machine and several times that on a busy
+ * one, spent between the listeners' listen() and their opening — on the path of every restart
+ * (issue #12: ready within 2 s). No handler here shows help, and --help itself renders anew, so
+ * the cached copy is never read. Through yargs' internals: if a later yargs lacks them, nothing
+ * changes but the cost.
+ */
+function skipHelpRendering(cli: Argv): Argv {
+  const usage = (cli as unknown as YargsUsageInternals).getInternalMethods?.().getUsageInstance?.();
+  if (usage && typeof usage.cacheHelpMessage === 'function') usage.cacheHelpMessage = () => undefined;
+  return cli;
+}
+
 export function buildCli(args: string[]): Argv {
+  return skipHelpRendering(buildCommands(args));
+}
+
+function buildCommands(args: string[]): Argv {
   return yargs(args)
     .scriptName('walproxy')
     .env('WALPROXY')
