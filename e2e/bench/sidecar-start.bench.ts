@@ -8,6 +8,11 @@
  *
  *   npx tsx e2e/bench/sidecar-start.bench.ts     (make bench-start; env START_RUNS, default 9)
  *
+ * START_BASELINE=<entry> adds a third program to the interleaving (e.g. an earlier build's bundle,
+ * copied aside), reported as `baseline`. START_BUSY=<n> keeps n CPU-bound processes running
+ * meanwhile (each capped at 5 min by `timeout`, killed at the end), for the start of a sidecar on
+ * a busy node: what a restart during load meets.
+ *
  * Prints the figures and writes .runs/bench/sidecar-start.json.
  */
 import { spawn } from 'node:child_process';
@@ -16,10 +21,12 @@ import path from 'node:path';
 import { repoRoot } from '../src/cluster/paths.js';
 
 const RUNS = Number(process.env.START_RUNS ?? 9);
-const ENTRIES = {
+const BUSY = Number(process.env.START_BUSY ?? 0);
+const ENTRIES: Record<string, string> = {
   bundled: path.join(repoRoot(), 'proxy', 'dist', 'cli', 'walproxy.mjs'),
   unbundled: path.join(repoRoot(), 'proxy', 'dist', 'cli', 'main.js'),
-} as const;
+  ...(process.env.START_BASELINE ? { baseline: path.resolve(process.env.START_BASELINE) } : {}),
+};
 const READY = '"msg":"sidecar ready"';
 const BASE_PORT = 23_000;
 
@@ -78,26 +85,39 @@ const median = (values: number[]) => {
   return sorted[Math.floor(sorted.length / 2)]!;
 };
 
-const samples: Record<keyof typeof ENTRIES, number[]> = { bundled: [], unbundled: [] };
+const kinds = Object.keys(ENTRIES);
+const samples: Record<string, number[]> = Object.fromEntries(kinds.map((k) => [k, []]));
+const busy = Array.from({ length: BUSY }, () =>
+  spawn('timeout', ['300', process.execPath, '-e', 'for (;;) {}'], { stdio: 'ignore' }),
+);
 let port = BASE_PORT;
-for (let run = 0; run < RUNS; run++) {
-  // Alternate which goes first, so neither always meets a warmer page cache.
-  const order = run % 2 === 0 ? (['bundled', 'unbundled'] as const) : (['unbundled', 'bundled'] as const);
-  for (const kind of order) {
-    samples[kind].push(await timeToReady(ENTRIES[kind], port));
-    port += 2;
+try {
+  for (let run = 0; run < RUNS; run++) {
+    // Rotate which goes first, so none always meets a warmer page cache.
+    const order = kinds.map((_, i) => kinds[(i + run) % kinds.length]!);
+    for (const kind of order) {
+      samples[kind]!.push(await timeToReady(ENTRIES[kind]!, port));
+      port += 2;
+    }
   }
+} finally {
+  for (const child of busy) child.kill('SIGKILL');
 }
-const result = {
-  runs: RUNS,
-  bundled_ms: samples.bundled.map(Math.round),
-  unbundled_ms: samples.unbundled.map(Math.round),
-  bundled_p50_ms: Math.round(median(samples.bundled)),
-  unbundled_p50_ms: Math.round(median(samples.unbundled)),
-  bundled_over_unbundled: Math.round((median(samples.bundled) / median(samples.unbundled)) * 100) / 100,
-};
+const p50 = (kind: string) => Math.round(median(samples[kind]!));
+const result: Record<string, unknown> = { runs: RUNS, busy_processes: BUSY, entries: ENTRIES };
+for (const kind of kinds) {
+  result[`${kind}_ms`] = samples[kind]!.map(Math.round);
+  result[`${kind}_p50_ms`] = p50(kind);
+}
+result.bundled_over_unbundled = Math.round((p50('bundled') / p50('unbundled')) * 100) / 100;
+if (ENTRIES.baseline)
+  result.bundled_over_baseline = Math.round((p50('bundled') / p50('baseline')) * 100) / 100;
 console.log(
-  `sidecar spawn to ready, ${RUNS} runs each, interleaved: bundled p50 ${result.bundled_p50_ms} ms (${result.bundled_ms.join(', ')}), unbundled p50 ${result.unbundled_p50_ms} ms (${result.unbundled_ms.join(', ')}): bundled/unbundled ${result.bundled_over_unbundled}`,
+  `sidecar spawn to ready, ${RUNS} runs each, interleaved, ${BUSY} busy processes: ${kinds
+    .map((k) => `${k} p50 ${p50(k)} ms (${(result[`${k}_ms`] as number[]).join(', ')})`)
+    .join('; ')}: bundled/unbundled ${result.bundled_over_unbundled}${
+    ENTRIES.baseline ? `, bundled/baseline ${result.bundled_over_baseline}` : ''
+  }`,
 );
 const out = path.join(repoRoot(), '.runs', 'bench', 'sidecar-start.json');
 mkdirSync(path.dirname(out), { recursive: true });
