@@ -10,7 +10,7 @@
  *
  * START_BASELINE=<entry> adds a third program to the interleaving (e.g. an earlier build's bundle,
  * copied aside), reported as `baseline`. START_BUSY=<n> keeps n CPU-bound processes running
- * meanwhile (each capped at 5 min by `timeout`, killed at the end), for the start of a sidecar on
+ * meanwhile (each ending itself after 5 min, killed at the end), for the start of a sidecar on
  * a busy node: what a restart during load meets.
  *
  * Prints the figures and writes .runs/bench/sidecar-start.json.
@@ -87,8 +87,11 @@ const median = (values: number[]) => {
 
 const kinds = Object.keys(ENTRIES);
 const samples: Record<string, number[]> = Object.fromEntries(kinds.map((k) => [k, []]));
+// Each busy process ends itself after 5 min whatever happens to this one, and is killed at the end.
 const busy = Array.from({ length: BUSY }, () =>
-  spawn('timeout', ['300', process.execPath, '-e', 'for (;;) {}'], { stdio: 'ignore' }),
+  spawn(process.execPath, ['-e', 'const end = Date.now() + 300_000; while (Date.now() < end) {}'], {
+    stdio: 'ignore',
+  }),
 );
 let port = BASE_PORT;
 try {
