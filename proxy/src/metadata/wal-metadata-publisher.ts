@@ -3,6 +3,7 @@ import type { ConnectionOptions } from 'node:tls';
 // opened (its evaluation is a tenth of a second of start on a busy machine; issue #12).
 import type { Kafka, KafkaConfig, Producer, SASLOptions } from 'kafkajs';
 import type { Logger } from '../log.js';
+import { loadKafkajs } from './kafkajs-module.js';
 import type { SaslCredentials } from './sasl-client.js';
 
 export const WAL_METADATA_TOPIC = '__remote_wal_log_metadata';
@@ -117,7 +118,7 @@ export class WalMetadataPublisher {
 
   private async client(): Promise<Kafka> {
     if (this.kafka) return this.kafka;
-    const { Kafka, logLevel, CompressionTypes } = await import('kafkajs');
+    const { Kafka, logLevel, CompressionTypes } = await loadKafkajs();
     const config: KafkaConfig = {
       clientId: `walproxy-${this.options.brokerId}-metadata`,
       brokers: this.options.bootstrap,

@@ -1,6 +1,7 @@
 // Reads the WAL index topic (`__remote_wal_log_metadata`) from its beginning to the end offsets it
 // had when the read started.
 import { randomBytes } from 'node:crypto';
+import { loadKafkajs } from '../metadata/kafkajs-module.js';
 import type { WalMetadataRecordV1 } from '../metadata/wal-metadata-publisher.js';
 
 export interface MetadataRead {
@@ -17,7 +18,7 @@ export async function readMetadataTopic(
 ): Promise<MetadataRead> {
   // Loaded here, not at the top: the sidecar's bundle holds this tool too, and must not
   // evaluate kafkajs before its listeners open.
-  const { Kafka, logLevel } = await import('kafkajs');
+  const { Kafka, logLevel } = await loadKafkajs();
   const kafka = new Kafka({
     clientId: 'walproxy-tools',
     brokers: bootstrap,

@@ -1,3 +1,8 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { build, type Metafile } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 // The options `node proxy/bundle.mjs` builds with (on the compiled dist/cli/main.js, which
@@ -39,5 +44,34 @@ describe('the bundled CLI', () => {
     );
     // And the entry stays small (4.1 MB when it held everything)
     expect(entry.bytes).toBeLessThan(1_500_000);
+  });
+
+  it('gives the lazily loaded kafkajs chunk its exports: the metadata publisher can build its client', async () => {
+    // Given a program that loads kafkajs as the publisher and the wal tools do, bundled with the
+    // CLI's options (code splitting makes a CommonJS package a chunk exporting only `default`)
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-bundle-'));
+    try {
+      const loader = fileURLToPath(new URL('../../dist/metadata/kafkajs-module.js', import.meta.url));
+      const entry = path.join(dir, 'probe.mjs');
+      writeFileSync(
+        entry,
+        `import { loadKafkajs } from ${JSON.stringify(loader)};\n` +
+          'const k = await loadKafkajs();\n' +
+          'console.log(typeof k.Kafka, k.CompressionTypes.GZIP, k.logLevel.NOTHING);\n',
+      );
+      await build({
+        ...BUNDLE_OPTIONS,
+        entryPoints: { probe: entry },
+        outdir: path.join(dir, 'out'),
+        logLevel: 'silent',
+      });
+
+      // When it runs, Then the constructor and the enums are there
+      const run = spawnSync(process.execPath, [path.join(dir, 'out', 'probe.mjs')], { encoding: 'utf8' });
+      expect(run.stderr).toBe('');
+      expect(run.stdout.trim()).toBe('function 1 0');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
