@@ -782,9 +782,7 @@ function createWalParts(
   // 64 MiB default, per store, before); peer-store readers count into the same stats, so the
   // bound is one for all of them (PeerStoreReaders).
   const reader = new WalRangeReader({ store, maxCacheBytes: memory.readCacheBytes });
-  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log, {
-    maxCacheBytes: memory.readCacheBytes,
-  });
+  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
   // With zones, the zone ingress fills zone-local produce references from the producer's zone
   // bucket (one of --wal-read-store-url); the WAL filter indexes those batches where they are.
   const produceFill = config.zone

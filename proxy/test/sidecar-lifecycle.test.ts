@@ -220,15 +220,10 @@ describe('Sidecar stop', () => {
 });
 
 describe('Sidecar memory bounds', () => {
-  let dir: string | undefined;
-  afterEach(() => {
-    if (dir) rmSync(dir, { recursive: true, force: true });
-    dir = undefined;
-  });
-
   it("gives the follower's read cache its share of --memory-limit-bytes, not the reader's own default", async () => {
     // Given a WAL sidecar with a 256 MiB memory limit (the read cache's 12 % share: 30.7 MiB)
-    dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-bounds-'));
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-bounds-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const s = await sidecar({
       'wal-store-url': `file://${dir}`,
       'wal-topic': 'wal-*',

@@ -1,7 +1,7 @@
 import type { Logger } from '../log.js';
 import { type ObjectStore, type ObjectStoreOptions, openObjectStore } from '../store/index.js';
 import { globToRegExp } from '../topics/topic-policy.js';
-import { WalRangeReader, type WalRangeReaderOptions } from './range-reader.js';
+import { WalRangeReader } from './range-reader.js';
 
 /** One spelling per store, so a leader's reference and a follower's flag compare equal. */
 export function normalizeStoreUrl(url: string): string {
@@ -14,8 +14,8 @@ export function normalizeStoreUrl(url: string): string {
  * leader sits in another zone, from a store allowed by --wal-read-store-url (opened on first use,
  * with this sidecar's store options and credentials). Anything else is refused: the partition
  * then falls back to inline bytes. Every peer reader counts into the own reader's stats, so those
- * are the follower side's reads of all stores — and their cache bound, `cache.maxCacheBytes`, is
- * one for all of them: a reader evicts its own spans while the shared `cachedBytes` is over it.
+ * are the follower side's reads of all stores — and the own reader's cache bound is one for all of
+ * them: a reader evicts its own spans while the shared `cachedBytes` is over it.
  */
 export class PeerStoreReaders {
   private readonly readers = new Map<string, WalRangeReader>();
@@ -28,7 +28,6 @@ export class PeerStoreReaders {
     readStoreUrls: readonly string[],
     private readonly storeOptions: ObjectStoreOptions,
     private readonly log: Logger,
-    private readonly cache: Pick<WalRangeReaderOptions, 'maxCacheBytes' | 'cacheIdleMs'> = {},
   ) {
     this.readers.set(normalizeStoreUrl(ownStoreUrl), ownReader);
     this.allowed = readStoreUrls.map((pattern) => globToRegExp(normalizeStoreUrl(pattern)));
@@ -40,7 +39,11 @@ export class PeerStoreReaders {
     if (known) return known;
     if (!this.allowed.some((pattern) => pattern.test(key))) return undefined;
     const store = openObjectStore(key, this.storeOptions);
-    const reader = new WalRangeReader({ store, stats: this.ownReader.stats, ...this.cache });
+    const reader = new WalRangeReader({
+      store,
+      stats: this.ownReader.stats,
+      maxCacheBytes: this.ownReader.maxCacheBytes,
+    });
     this.stores.push(store);
     this.readers.set(key, reader);
     this.log.info({ store: key }, 'reading WAL references from a peer store');
