@@ -3,7 +3,14 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ZoneNetwork } from '../net/zone-network.js';
-import { kafkaLibDir, kafkaLogging, kafkaVersion, repoRoot, sidecarEntry } from './paths.js';
+import {
+  kafkaLibDir,
+  kafkaLogging,
+  kafkaVersion,
+  repoRoot,
+  sidecarEntry,
+  unbundledSidecarEntry,
+} from './paths.js';
 import { findFreeBase, type PortPlan, portPlan } from './ports.js';
 import { ManagedProcess } from './process.js';
 import {
@@ -444,7 +451,11 @@ export class KafkaCluster {
       : [];
     const sidecar = new ManagedProcess(
       `sidecar-${id}`,
-      ...this.placed(id, process.execPath, [...profile, sidecarEntry(), ...this.sidecarArguments(id)]),
+      ...this.placed(id, process.execPath, [
+        ...profile,
+        profileDir ? unbundledSidecarEntry() : sidecarEntry(),
+        ...this.sidecarArguments(id),
+      ]),
       path.join(logDir, 'sidecar.log'),
       {
         ...sidecarProcessEnv(process.env),

@@ -45,7 +45,20 @@ export function kafkaLibDir(version = kafkaVersion()): string {
  * produces it, proxy/bundle.mjs).
  */
 export function sidecarEntry(): string {
-  const entry = path.join(repoRoot(), 'proxy', 'dist', 'cli', 'walproxy.mjs');
+  // SIDECAR_ENTRY (benchmarks): another build of the sidecar, e.g. an older commit's bundle copied
+  // aside, to compare against in the same session.
+  const entry = process.env.SIDECAR_ENTRY ?? path.join(repoRoot(), 'proxy', 'dist', 'cli', 'walproxy.mjs');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: run 'make build' first`);
+  return entry;
+}
+
+/**
+ * The same program unbundled (`proxy/dist/cli/main.js`, the package's bin): what a CPU-profiled
+ * sidecar runs, so that every sample keeps the module it came from (e2e/bench/profile-summary.ts
+ * attributes samples by module; in the bundle every frame is walproxy.mjs).
+ */
+export function unbundledSidecarEntry(): string {
+  const entry = path.join(repoRoot(), 'proxy', 'dist', 'cli', 'main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: run 'make build' first`);
   return entry;
 }

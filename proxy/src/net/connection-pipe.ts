@@ -28,6 +28,15 @@ const MIN_RESPONSE_BYTES = 4;
  * per consumer fetching (issue 12, case 10) and a copy of every byte.
  */
 export const STREAM_RESPONSES_FROM_BYTES = 256 * 1024;
+/**
+ * The same for requests: one at least this large whose API key no filter claims, with no request
+ * waiting for a decision ahead of it, goes upstream as its bytes arrive. A producer's Produce
+ * request (up to `max.request.size`, 1 MiB by default) spans several socket reads; assembling it
+ * first cost a copy of every produced byte on a sidecar without the WAL (issue #13, pass-through).
+ */
+export const STREAM_REQUESTS_FROM_BYTES = 64 * 1024;
+/** At most this much of a request's head is read to find its key and (Produce) acks before streaming it. */
+const STREAM_REQUEST_HEAD_BYTES = 1024;
 
 export interface PipeOptions {
   maxFrameBytes: number;
@@ -83,6 +92,8 @@ export class ConnectionPipe {
   private draining = false;
   /** Bytes of a streamed response (slots[0]'s) still to pass downstream as they arrive. */
   private streamingRemaining = 0;
+  /** Bytes of a streamed request still to pass upstream as they arrive. */
+  private requestStreamingRemaining = 0;
   private readonly onClosed: Array<() => void> = [];
   private readonly filterConnection: FilterConnection;
 
@@ -103,7 +114,8 @@ export class ConnectionPipe {
     upstream.on('data', (chunk: Buffer) => this.onUpstreamData(chunk));
     downstream.on('drain', () => this.upstream.resume());
     upstream.on('drain', () => {
-      if (!this.draining) this.downstream.resume();
+      // While draining, reading resumes only to finish a request already half sent upstream.
+      if (!this.draining || this.requestStreamingRemaining > 0) this.downstream.resume();
     });
     // Closing either side closes the other.
     downstream.on('close', () => this.close('downstream closed'));
@@ -146,6 +158,8 @@ export class ConnectionPipe {
   /** Stops reading new requests; responses still due are delivered. */
   stopReading(): void {
     this.draining = true;
+    // A request half sent upstream is read to its end first (onDownstreamData pauses then).
+    if (this.requestStreamingRemaining > 0) return;
     this.downstream.pause();
     if (this.slots.length === 0) this.close('drained', 'debug', true);
   }
@@ -189,29 +203,93 @@ export class ConnectionPipe {
   private onDownstreamData(chunk: Buffer): void {
     if (this.closed) return;
     this.options.counters.bytesFromDownstream += chunk.length;
+    let data = chunk;
+    if (this.requestStreamingRemaining > 0) {
+      const n = Math.min(this.requestStreamingRemaining, data.length);
+      this.streamUp(n === data.length ? data : data.subarray(0, n));
+      this.requestStreamingRemaining -= n;
+      if (this.requestStreamingRemaining > 0) return;
+      data = data.subarray(n);
+      if (this.draining) {
+        // The request that was half sent is whole now; what follows is not read while draining.
+        this.downstream.pause();
+        if (this.slots.length === 0) this.close('drained', 'debug', true);
+        return;
+      }
+      if (data.length === 0) return;
+    }
     let frames: Buffer[];
     try {
-      frames = this.requestDecoder.push(chunk);
+      frames = this.requestDecoder.push(data);
     } catch (error) {
       this.protocolError('request', error, sizeOf(error));
       return;
     }
-    if (frames.length === 0) return;
-    this.upstream.cork();
-    try {
-      for (const frame of frames) {
-        if (!this.onRequestFrame(frame)) return;
+    if (frames.length > 0) {
+      this.upstream.cork();
+      try {
+        for (const frame of frames) {
+          if (!this.onRequestFrame(frame)) return;
+        }
+      } finally {
+        if (!this.closed) this.upstream.uncork();
       }
-    } finally {
-      if (!this.closed) this.upstream.uncork();
     }
+    this.maybeStreamRequest();
     // Requests waiting for a decision hold their frames: they count against the bound as well.
     if (
       this.upstream.writableLength > this.options.maxBufferedBytes ||
       this.undecidedBytes > this.options.maxBufferedBytes
     )
       this.downstream.pause();
-    this.flush();
+    if (frames.length > 0) this.flush();
+  }
+
+  /**
+   * Streams the request being assembled when it is large, no filter or observer reads it, and
+   * every request before it has gone upstream: what is held of it goes now, the rest as it
+   * arrives. A head this cannot read (too short yet, or malformed) leaves the request to the
+   * whole-frame path, which judges it as it judges every other request.
+   */
+  private maybeStreamRequest(): void {
+    if (this.closed || this.draining || this.options.observer?.request || this.undecided.length > 0) return;
+    const partial = this.requestDecoder.partial;
+    if (!partial || partial.expected < STREAM_REQUESTS_FROM_BYTES) return;
+    if (partial.held < FRAME_SIZE_PREFIX_BYTES + MIN_REQUEST_BYTES) return;
+    const head = this.requestDecoder
+      .peekHeld(Math.min(partial.held, STREAM_REQUEST_HEAD_BYTES))
+      .subarray(FRAME_SIZE_PREFIX_BYTES);
+    let info: RequestInfo;
+    let expectResponse: boolean;
+    try {
+      info = peekRequestKey(head);
+      if (info.apiKey < 0 || info.apiVersion < 0 || this.filterByKey.has(info.apiKey)) return;
+      // KIP-98/Kroxylicious: acks=0 Produce has no response (as in onRequestFrame).
+      expectResponse = info.apiKey !== PRODUCE || peekProduceAcks(head) !== 0;
+    } catch {
+      return;
+    }
+    const requests = this.options.counters.requests;
+    const name = `${apiKeyInfo(info.apiKey)?.name ?? `key-${info.apiKey}`} v${info.apiVersion}`;
+    requests[name] = (requests[name] ?? 0) + 1;
+    if (expectResponse) {
+      // Every request before it is upstream already (nothing undecided): its slot is next in order.
+      const slot: Slot = { info, filter: undefined };
+      this.slots.push(slot);
+      this.awaitingUpstream.push(slot);
+    }
+    this.options.counters.requestsStreamed++;
+    this.requestStreamingRemaining = partial.expected - partial.held;
+    const held = this.requestDecoder.takePartial();
+    if (held.length > 1) this.upstream.cork();
+    for (const piece of held) this.streamUp(piece);
+    if (held.length > 1) this.upstream.uncork();
+  }
+
+  private streamUp(piece: Buffer): void {
+    this.options.counters.bytesToUpstream += piece.length;
+    this.upstream.write(piece);
+    if (this.upstream.writableLength > this.options.maxBufferedBytes) this.downstream.pause();
   }
 
   /** Returns false when the connection was closed. */
@@ -383,16 +461,20 @@ export class ConnectionPipe {
 
   /** Writes every response that is next in order and known. */
   private flush(): void {
-    if (this.closed || this.slots[0]?.output === undefined) return;
-    this.downstream.cork();
-    while (this.slots[0]?.output !== undefined) {
-      const output = this.slots.shift()!.output!;
-      this.options.counters.bytesToDownstream += output.length;
-      this.downstream.write(output);
+    if (this.closed) return;
+    if (this.slots[0]?.output !== undefined) {
+      this.downstream.cork();
+      while (this.slots[0]?.output !== undefined) {
+        const output = this.slots.shift()!.output!;
+        this.options.counters.bytesToDownstream += output.length;
+        this.downstream.write(output);
+      }
+      this.downstream.uncork();
+      if (this.downstream.writableLength > this.options.maxBufferedBytes) this.upstream.pause();
     }
-    this.downstream.uncork();
-    if (this.downstream.writableLength > this.options.maxBufferedBytes) this.upstream.pause();
-    if (this.draining && this.slots.length === 0) this.close('drained', 'debug', true);
+    // Also after a streamed response, which leaves no output here: it may have been the last due.
+    if (this.draining && this.slots.length === 0 && this.requestStreamingRemaining === 0)
+      this.close('drained', 'debug', true);
   }
 }
 

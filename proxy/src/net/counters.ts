@@ -16,6 +16,8 @@ export interface ListenerCounters {
   tlsHandshakeFailures: number;
   /** Large responses no filter reads, passed downstream as they arrived instead of whole. */
   responsesStreamed: number;
+  /** Large requests no filter reads, passed upstream as they arrived instead of whole. */
+  requestsStreamed: number;
 }
 
 export function newListenerCounters(): ListenerCounters {
@@ -31,5 +33,6 @@ export function newListenerCounters(): ListenerCounters {
     upstreamConnectFailures: 0,
     tlsHandshakeFailures: 0,
     responsesStreamed: 0,
+    requestsStreamed: 0,
   };
 }

@@ -218,6 +218,26 @@ describe('ProxyListener', () => {
     expect(c.frames.map((f) => f.readInt32BE(4))).toEqual([7]);
   });
 
+  it('on drain, closes once a streamed response, the last one due, has passed', async () => {
+    // Given an upstream that answers a 1 MiB response (streamed: no filter reads it) after 300 ms
+    const upstream = await fakeUpstream((frame, socket) => setTimeout(() => echo(frame, socket), 300));
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    const sizeRequest = Buffer.alloc(4);
+    sizeRequest.writeInt32BE(1 << 20, 0);
+    c.socket.write(request(12, sizeRequest, SIZED_RESPONSE));
+    await until(() => listener.counters.bytesFromDownstream > 0);
+    // When the listener drains with a 5 s timeout
+    const started = Date.now();
+    const forced = await listener.drain(5_000);
+    // Then the response arrived whole and the connection closed when it had, not at the timeout
+    expect(forced).toBe(0);
+    expect(Date.now() - started).toBeLessThan(4_000);
+    await until(c.isClosed);
+    expect(c.frames.map((f) => f.length)).toEqual([8 + (1 << 20)]);
+    expect(listener.counters.responsesStreamed).toBe(1);
+  });
+
   it('on drain, force-closes a connection whose response does not come in time', async () => {
     const upstream = await fakeUpstream(() => undefined);
     const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
@@ -293,6 +313,114 @@ describe('ProxyListener', () => {
     expect(bytes.subarray(whole.length).readInt32BE(4)).toBe(8);
     expect(listener.counters.responsesStreamed).toBe(1);
     expect(listener.counters.bytesToDownstream).toBe(bytes.length);
+  });
+
+  it('streams a large request no filter reads upstream as it arrives, and pairs its response', async () => {
+    // Given an upstream that notes when it has received half of a 1 MiB request
+    const payload = Buffer.alloc(1 << 20);
+    for (let i = 0; i < payload.length; i += 4096) payload[i] = (i / 4096) & 0xff;
+    const big = request(21, payload);
+    let upstreamBytes = 0;
+    let halfReceivedAt = 0;
+    const upstream = net.createServer((socket) => {
+      const decoder = new FrameDecoder(1 << 26);
+      socket.on('data', (chunk) => {
+        upstreamBytes += chunk.length;
+        if (!halfReceivedAt && upstreamBytes >= big.length / 2) halfReceivedAt = Date.now();
+        for (const frame of decoder.push(chunk)) echo(frame, socket);
+      });
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    // When the client sends its first half, then after a second the rest and a small request
+    c.socket.write(big.subarray(0, big.length / 2));
+    await until(() => halfReceivedAt > 0, 5_000);
+    const halfSentAt = Date.now();
+    c.socket.write(Buffer.concat([big.subarray(big.length / 2), request(22, Buffer.from('small'))]));
+    await until(() => c.frames.length === 2, 10_000);
+    // Then the first half reached the upstream before the second was sent
+    expect(halfReceivedAt).toBeLessThanOrEqual(halfSentAt);
+    // And both answers came back in order, the large one with every byte the upstream got
+    expect(c.frames[0]!.equals(response(21, payload))).toBe(true);
+    expect(c.frames[1]!.equals(response(22, Buffer.from('small')))).toBe(true);
+    expect(listener.counters.requestsStreamed).toBe(1);
+    expect(listener.counters.requests['Metadata v1']).toBe(2);
+    expect(listener.counters.bytesToUpstream).toBe(big.length + request(22, Buffer.from('small')).length);
+  });
+
+  it('assembles a large request whole when a filter reads its key', async () => {
+    // Given a filter that reads Metadata requests
+    const seenByFilter: number[] = [];
+    const reading: FrameFilter = {
+      apiKeys: new Set([METADATA]),
+      onRequest: (_info, frame) => {
+        seenByFilter.push(frame.length);
+        return { action: 'forward', frame, expectResponse: true };
+      },
+    };
+    const upstream = await fakeUpstream(echo);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port, {
+      filters: [reading],
+    });
+    const c = await client(listener.address.port);
+    // When a 1 MiB Metadata request arrives in two pieces
+    const big = request(23, Buffer.alloc(1 << 20, 7));
+    c.socket.write(big.subarray(0, 300_000));
+    await until(() => listener.counters.bytesFromDownstream >= 300_000);
+    c.socket.write(big.subarray(300_000));
+    await until(() => c.frames.length === 1, 10_000);
+    // Then the filter got it whole, and nothing was streamed
+    expect(seenByFilter).toEqual([big.length]);
+    expect(listener.counters.requestsStreamed).toBe(0);
+  });
+
+  it('streams a large acks=0 Produce without waiting for an answer, and serves the requests after it', async () => {
+    // Given an upstream that, as a broker, never answers acks=0 Produce
+    const upstream = await fakeUpstream((frame, socket) => {
+      if (frame.readInt16BE(4) !== 0) echo(frame, socket);
+    });
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    // Produce v3: header v1 (null client id), null transactional id, acks 0, timeout, then bytes
+    const body = Buffer.alloc(6 + 200_000, 1);
+    body.writeInt16BE(-1, 0);
+    body.writeInt16BE(0, 2);
+    body.writeInt32BE(30_000, 4);
+    const produce = request(30, body, 0, 3);
+    // When it arrives in two pieces, the second with a Metadata request behind it
+    c.socket.write(produce.subarray(0, 100_000));
+    await until(() => listener.counters.requestsStreamed === 1);
+    c.socket.write(Buffer.concat([produce.subarray(100_000), request(31, Buffer.from('after'))]));
+    // Then the Metadata request is answered, nothing waits for the Produce, and every byte went up
+    await until(() => c.frames.length === 1, 5_000);
+    expect(c.frames[0]!.readInt32BE(4)).toBe(31);
+    expect(listener.counters.requests['Produce v3']).toBe(1);
+    await until(
+      () => listener.counters.bytesToUpstream === produce.length + request(31, Buffer.from('after')).length,
+    );
+  });
+
+  it('on drain, finishes a request half streamed upstream and delivers its answer before closing', async () => {
+    const upstream = await fakeUpstream(echo);
+    const { listener } = await startListener((upstream.address() as net.AddressInfo).port);
+    const c = await client(listener.address.port);
+    const payload = Buffer.alloc(500_000, 3);
+    const big = request(40, payload);
+    // Given a large request of which half has been streamed upstream
+    c.socket.write(big.subarray(0, 250_000));
+    await until(() => listener.counters.requestsStreamed === 1);
+    // When the listener drains, and the client then sends the rest
+    const drained = listener.drain(5_000);
+    await new Promise((r) => setTimeout(r, 100));
+    c.socket.write(big.subarray(250_000));
+    // Then the request went up whole, its answer arrived, and the connection closed without force
+    expect(await drained).toBe(0);
+    await until(c.isClosed);
+    expect(c.frames.length).toBe(1);
+    expect(c.frames[0]!.equals(response(40, payload))).toBe(true);
   });
 
   it('assembles a large response whole when a filter reads it, and never streams one ahead of a response still held', async () => {
