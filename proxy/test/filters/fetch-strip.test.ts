@@ -20,7 +20,7 @@ import {
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { collidingPair } from '../../../shared/test/helpers/crc-forge.js';
-import { sampleBatch } from '../../../shared/test/helpers/record-batches.js';
+import { buildRecordBatch, sampleBatch } from '../../../shared/test/helpers/record-batches.js';
 import {
   FETCH_STRIP_CHANNELS,
   type FetchStripEvent,
@@ -853,6 +853,77 @@ describe('FetchStripFilter inline reasons by topic', () => {
       topicNotInWal: batches(40).length,
     });
     expect(filter.stats.referencesSent).toBe(1);
+  });
+});
+
+describe('FetchStripFilter, topics the index never holds', () => {
+  it('counts a non-WAL and a mode=inline topic’s batches from their headers, control and partial ones as the walk does, and never looks them up', async () => {
+    // Given a policy putting wal-* on the WAL with wal-audit set to mode=inline, and plain off it
+    const ids = { 'wal-audit': 'bb'.repeat(16), plain: 'cc'.repeat(16) };
+    const names = new Map(Object.entries(ids).map(([name, id]) => [id, name]));
+    const policy = new TopicPolicy(
+      { wal: false, lingerMs: 10, targetBytes: 400_000, durableAck: false, mode: 'wal', maxHoldMs: 0 },
+      [
+        { pattern: 'wal-*', settings: { wal: true } },
+        { pattern: 'wal-audit', settings: { mode: 'inline' } },
+      ],
+    );
+    const index = new WalBatchIndex();
+    const lookups: string[] = [];
+    const lookup = index.lookup.bind(index);
+    index.lookup = (topic, partition, batch) => {
+      lookups.push(topic);
+      return lookup(topic, partition, batch);
+    };
+    const filter = new FetchStripFilter({
+      index,
+      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
+      maxHoldMs: 0,
+      policy,
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    // Each partition: two batches, a transaction marker (control) and a batch cut short by size
+    const marker = buildRecordBatch({
+      baseOffset: 3n,
+      attributes: 0x30,
+      producerId: 7n,
+      producerEpoch: 0,
+      records: [{ key: Buffer.from([0, 0, 0, 1]), value: Buffer.from([0, 0, 0, 0, 0, 0]) }],
+    });
+    const records = (seed: number) =>
+      Buffer.concat([
+        asStored(sampleBatch(0n, 2, 50, seed), 0n),
+        asStored(sampleBatch(0n, 1, 30, seed + 1), 2n),
+        marker,
+        asStored(sampleBatch(0n, 3, 40, seed + 2), 4n).subarray(0, 70),
+      ]);
+    const { body } = fetchResponse(records(30));
+    const template = body.responses[0]!.partitions[0]!;
+    body.responses = [
+      { topicId: ids['wal-audit'], partitions: [{ ...template, records: records(30) }] },
+      { topicId: ids.plain, partitions: [{ ...template, records: records(40) }] },
+    ];
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When the broker answers a marked fetch with both
+    const sent = frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]);
+    const out = await filter.onResponse(i, sent);
+    // Then the answer is the broker's, every batch is counted under its reason, the marker as
+    // control and the cut batch with its topic's, and the index was never asked
+    expect(out).toBe(sent);
+    expect(filter.stats.inline).toMatchObject({
+      control: 2,
+      modeInline: 3,
+      topicNotInWal: 3,
+      partialBatch: 0,
+    });
+    expect(filter.stats.inlineBytesByReason).toMatchObject({
+      control: 2 * marker.length,
+      modeInline: records(30).length - marker.length,
+      topicNotInWal: records(40).length - marker.length,
+    });
+    expect(lookups).toEqual([]);
   });
 });
 
