@@ -15,7 +15,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
 import { withAdmin } from '../src/clients/kafkajs.js';
-import { KafkaCluster } from '../src/cluster/kafka-cluster.js';
+import { CONTROLLER_ID, KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
 import { ManagedProcess } from '../src/cluster/process.js';
 
@@ -47,6 +47,9 @@ async function main(): Promise<void> {
       `${p.sidecarClient(BROKER)}=127.0.0.1:${p.brokerClient(BROKER)}`,
       `${p.sidecarReplication(BROKER)}=127.0.0.1:${p.brokerReplication(BROKER)}`,
       `${p.egress(BROKER)}=127.0.0.1:${p.sidecarReplication(BROKER)}`,
+      // The broker reaches the controller through its sidecar (fate sharing): without this pair
+      // it would be cut off, fenced, and lose its partitions' leadership.
+      `${p.sidecarControllerBase(BROKER, CONTROLLER_ID) + CONTROLLER_ID}=127.0.0.1:${p.controller}`,
     ];
     const useArm = async (arm: Arm): Promise<number> => {
       if (arm === 'walproxy') {
