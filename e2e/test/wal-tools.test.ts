@@ -40,13 +40,22 @@ function storeFlags(cluster: Cluster, prefix: string): string[] {
   ];
 }
 
-/** Waits until no sidecar has WAL bytes left to upload. */
+/**
+ * Waits until no sidecar has WAL bytes left to upload or metadata pieces left to publish (the
+ * publisher sends every 500 ms: `wal verify` would find the newest objects without records).
+ */
 async function walSettled(cluster: Cluster): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const all = await Promise.all([1, 2, 3].map((id) => sidecarCounters(cluster, id)));
-    if (all.every((c) => c.wal?.writer.pendingBytes === 0)) return;
-    if (Date.now() > deadline) throw new Error('WAL uploads did not settle in 30 s');
+    if (
+      all.every(
+        (c) =>
+          c.wal?.writer.pendingBytes === 0 && c.wal.metadata.queued === 0 && c.wal.metadata.inFlight === 0,
+      )
+    )
+      return;
+    if (Date.now() > deadline) throw new Error('WAL uploads and metadata did not settle in 30 s');
     await new Promise((r) => setTimeout(r, 200));
   }
 }

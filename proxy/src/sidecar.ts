@@ -320,7 +320,11 @@ export class Sidecar {
                 fetchFill: () => wal.fetchFill.stats,
                 reader: () => wal.reader.stats,
                 writer: () => wal.writer.stats,
-                metadata: () => ({ ...wal.publisher.stats, queued: wal.publisher.queued }),
+                metadata: () => ({
+                  ...wal.publisher.stats,
+                  queued: wal.publisher.queued,
+                  inFlight: wal.publisher.inFlight,
+                }),
                 sealing: () => wal.sealing.stats(Date.now()),
                 cost: () => this.priceOwnCounters(),
               },
@@ -416,7 +420,11 @@ export class Sidecar {
               reader: this.wal.reader.stats,
               writer: this.wal.writer.stats,
               sealing: this.wal.sealing.stats(Date.now()),
-              metadata: { ...this.wal.publisher.stats, queued: this.wal.publisher.queued },
+              metadata: {
+                ...this.wal.publisher.stats,
+                queued: this.wal.publisher.queued,
+                inFlight: this.wal.publisher.inFlight,
+              },
             },
           }
         : {}),

@@ -118,6 +118,7 @@ export class WalMetadataPublisher {
   /** kafkajs' CompressionTypes.GZIP, read from the module once loaded. */
   private gzip = 0;
   private ready = false;
+  private inFlightPieces = 0;
   private stopped = false;
   private lastOverflowLogMs = 0;
   readonly topic: string;
@@ -146,10 +147,18 @@ export class WalMetadataPublisher {
     return this.queue.length;
   }
 
+  /** Pieces in the send under way (0 when none is): published once it is acknowledged. */
+  get inFlight(): number {
+    return this.inFlightPieces;
+  }
+
   /** Starts in the background: the cluster may still be coming up when the sidecar starts. */
   start(): void {
     void this.connectWithRetry();
-    this.timer = setInterval(() => void this.flush(), this.options.flushIntervalMs ?? METADATA_FLUSH_INTERVAL_MS);
+    this.timer = setInterval(
+      () => void this.flush(),
+      this.options.flushIntervalMs ?? METADATA_FLUSH_INTERVAL_MS,
+    );
     this.timer.unref();
   }
 
@@ -223,6 +232,7 @@ export class WalMetadataPublisher {
       return this.sending ?? Promise.resolve();
     const pieces = this.queue;
     this.queue = [];
+    this.inFlightPieces = pieces.length;
     const messages = groupPieces(pieces, this.options.brokerId).map((record) => ({
       key: `${record.topic}-${record.partition}`,
       value: JSON.stringify(record),
@@ -246,6 +256,7 @@ export class WalMetadataPublisher {
       })
       .finally(() => {
         this.sending = undefined;
+        this.inFlightPieces = 0;
       });
     return this.sending;
   }

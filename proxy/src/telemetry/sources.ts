@@ -20,6 +20,8 @@ export interface WalStatsSources {
     overflowed: number;
     sendFailures: number;
     queued: number;
+    /** Pieces in the send under way. */
+    inFlight: number;
   };
   /** The sealing policy's budget groups: their mode, rate and switches. */
   sealing?: () => SealingGroupStats[];

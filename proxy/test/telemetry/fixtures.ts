@@ -68,7 +68,7 @@ export function fakeSources() {
       fetchFill: () => fetchFill,
       reader: () => reader,
       writer: () => writer,
-      metadata: () => ({ published: 0, records: 0, overflowed: 0, sendFailures: 0, queued: 0 }),
+      metadata: () => ({ published: 0, records: 0, overflowed: 0, sendFailures: 0, queued: 0, inFlight: 0 }),
     },
   };
   return { sources, client, replication, produce, fetchStrip, fetchFill, reader, writer };
