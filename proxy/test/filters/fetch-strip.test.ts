@@ -801,28 +801,36 @@ describe('FetchStripFilter and a topic created a moment ago', () => {
   });
 });
 
+/**
+ * A filter whose policy puts wal-* on the WAL and sets wal-audit to mode=inline, naming the
+ * topics `ids` gives (name → id).
+ */
+function auditPolicyFilter(ids: Record<string, string>, index: WalBatchIndex): FetchStripFilter {
+  const names = new Map(Object.entries(ids).map(([name, id]) => [id, name]));
+  const policy = new TopicPolicy(
+    { wal: false, lingerMs: 10, targetBytes: 400_000, durableAck: false, mode: 'wal', maxHoldMs: 0 },
+    [
+      { pattern: 'wal-*', settings: { wal: true } },
+      { pattern: 'wal-audit', settings: { mode: 'inline' } },
+    ],
+  );
+  return new FetchStripFilter({
+    index,
+    topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
+    maxHoldMs: 0,
+    policy,
+    storeUrl: STORE,
+    log: createLogger('silent'),
+  });
+}
+
 describe('FetchStripFilter inline reasons by topic', () => {
   it('counts batches of a topic off the WAL as topicNotInWal, of a mode=inline topic as modeInline, a WAL topic missing from the index as notInWal', async () => {
     // Given a policy putting wal-* on the WAL, wal-audit set to mode=inline, and three topics:
     // wal-orders (a WAL topic), wal-audit, and plain (no WAL)
     const ids = { 'wal-orders': TOPIC_ID, 'wal-audit': 'bb'.repeat(16), plain: 'cc'.repeat(16) };
-    const names = new Map(Object.entries(ids).map(([name, id]) => [id, name]));
-    const policy = new TopicPolicy(
-      { wal: false, lingerMs: 10, targetBytes: 400_000, durableAck: false, mode: 'wal', maxHoldMs: 0 },
-      [
-        { pattern: 'wal-*', settings: { wal: true } },
-        { pattern: 'wal-audit', settings: { mode: 'inline' } },
-      ],
-    );
     const index = new WalBatchIndex();
-    const filter = new FetchStripFilter({
-      index,
-      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
-      maxHoldMs: 0,
-      policy,
-      storeUrl: STORE,
-      log: createLogger('silent'),
-    });
+    const filter = auditPolicyFilter(ids, index);
     const referenced = sampleBatch(0n, 1, 40, 9);
     index.add('wal-orders', 0, referenced, storedTicket(referenced.length));
     await Promise.resolve();
@@ -860,14 +868,6 @@ describe('FetchStripFilter, topics the index never holds', () => {
   it('counts a non-WAL and a mode=inline topic’s batches from their headers, control and partial ones as the walk does, and never looks them up', async () => {
     // Given a policy putting wal-* on the WAL with wal-audit set to mode=inline, and plain off it
     const ids = { 'wal-audit': 'bb'.repeat(16), plain: 'cc'.repeat(16) };
-    const names = new Map(Object.entries(ids).map(([name, id]) => [id, name]));
-    const policy = new TopicPolicy(
-      { wal: false, lingerMs: 10, targetBytes: 400_000, durableAck: false, mode: 'wal', maxHoldMs: 0 },
-      [
-        { pattern: 'wal-*', settings: { wal: true } },
-        { pattern: 'wal-audit', settings: { mode: 'inline' } },
-      ],
-    );
     const index = new WalBatchIndex();
     const lookups: string[] = [];
     const lookup = index.lookup.bind(index);
@@ -875,14 +875,7 @@ describe('FetchStripFilter, topics the index never holds', () => {
       lookups.push(topic);
       return lookup(topic, partition, batch);
     };
-    const filter = new FetchStripFilter({
-      index,
-      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
-      maxHoldMs: 0,
-      policy,
-      storeUrl: STORE,
-      log: createLogger('silent'),
-    });
+    const filter = auditPolicyFilter(ids, index);
     // Each partition: two batches, a transaction marker (control) and a batch cut short by size
     const marker = buildRecordBatch({
       baseOffset: 3n,
