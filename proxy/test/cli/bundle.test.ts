@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,9 +55,13 @@ describe('the bundled CLI', () => {
       const entry = path.join(dir, 'probe.mjs');
       writeFileSync(
         entry,
-        `import { loadKafkajs } from ${JSON.stringify(loader)};\n` +
+        `import { loadKafkajs, loadRequestQueue } from ${JSON.stringify(loader)};\n` +
           'const k = await loadKafkajs();\n' +
-          'console.log(typeof k.Kafka, k.CompressionTypes.GZIP, k.logLevel.NOTHING);\n',
+          'const RequestQueue = await loadRequestQueue();\n' +
+          "const q = new RequestQueue({ maxInFlightRequests: 1, requestTimeout: 1000, clientId: 'p', broker: 'b', logger: { debug() {} } });\n" +
+          'q.checkPendingRequests();\n' +
+          'console.log(typeof k.Kafka, k.CompressionTypes.GZIP, k.logLevel.NOTHING, q.throttleCheckTimeoutId === null);\n' +
+          'q.destroy();\n',
       );
       await build({
         ...BUNDLE_OPTIONS,
@@ -66,10 +70,20 @@ describe('the bundled CLI', () => {
         logLevel: 'silent',
       });
 
-      // When it runs, Then the constructor and the enums are there
+      // When it runs, Then the constructor and the enums are there, and the request queue's idle
+      // timer loop is stopped in the one copy of that module the bundle holds (kafkajs' own)
       const run = spawnSync(process.execPath, [path.join(dir, 'out', 'probe.mjs')], { encoding: 'utf8' });
       expect(run.stderr).toBe('');
-      expect(run.stdout.trim()).toBe('function 1 0');
+      expect(run.stdout.trim()).toBe('function 1 0 true');
+      const copies = readdirSync(path.join(dir, 'out'), { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.mjs'))
+        .map(
+          (f) =>
+            readFileSync(path.join(dir, 'out', f), 'utf8').split('scheduleCheckPendingRequests() {').length -
+            1,
+        )
+        .reduce((a, b) => a + b, 0);
+      expect(copies).toBe(1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
