@@ -5,7 +5,7 @@
  * from Kafka's ProducerPerformance (acks=1) and read back by ConsumerPerformance; the process in
  * front of broker 1 is, in interleaved rounds, walproxy's sidecar (no WAL flags) or the bare pipe
  * on the very same ports. Measured: CPU-seconds of that process from /proc/<pid>/stat per GiB of
- * record values moved, produce and consume apart.
+ * record values moved, produce and consume apart. PASS_THROUGH_BASELINE adds a third arm (below).
  *
  * Writes `.runs/bench/pass-through.json`: {"arms": {"bare-pipe": {...}, "walproxy": {...}}}, each
  * with produce_cpu_s_per_gib and consume_cpu_s_per_gib (medians over the rounds). Prints figures;
@@ -19,7 +19,13 @@ import { CONTROLLER_ID, KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
 import { ManagedProcess } from '../src/cluster/process.js';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/**
+ * PASS_THROUGH_BASELINE=<sidecar entry>: a third arm, `walproxy-baseline`, runs that build of the
+ * sidecar (an older commit's bundle copied aside) interleaved with the others, so a change is
+ * measured against what it replaces in the same run.
+ */
+const BASELINE = process.env.PASS_THROUGH_BASELINE;
 const RECORDS = Number(process.env.BENCH_RECORDS ?? 1_000_000);
 const RECORD_SIZE = 1024;
 const BROKER = 1;
@@ -31,9 +37,13 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
 
-type Arm = 'walproxy' | 'bare-pipe';
+type Arm = 'walproxy' | 'bare-pipe' | 'walproxy-baseline';
 
 async function main(): Promise<void> {
   const cluster = await KafkaCluster.start({ sidecars: true, jvmProfile: 'throughput' });
@@ -51,48 +61,65 @@ async function main(): Promise<void> {
       // it would be cut off, fenced, and lose its partitions' leadership.
       `${p.sidecarControllerBase(BROKER, CONTROLLER_ID) + CONTROLLER_ID}=127.0.0.1:${p.controller}`,
     ];
+    /** The sidecar build on broker 1's ports now; undefined while the bare pipe holds them. */
+    let sidecarBuild: Arm | undefined = 'walproxy';
     const useArm = async (arm: Arm): Promise<number> => {
-      if (arm === 'walproxy') {
+      if (arm === 'bare-pipe') {
+        if (!pipe) {
+          await cluster.stopSidecar(BROKER);
+          sidecarBuild = undefined;
+          pipe = new ManagedProcess(
+            'bare-pipe',
+            process.execPath,
+            ['--import', 'tsx', path.join(repoRoot(), 'e2e', 'bench', 'bare-pipe.ts'), ...pairs],
+            path.join(cluster.workDir, 'bare-pipe.log'),
+          );
+          await pipe.waitForOutput(/bare pipe ready/, 30_000);
+        }
+        return pipe.pid!;
+      }
+      if (sidecarBuild !== arm) {
         if (pipe) {
           await pipe.stop();
           pipe = undefined;
-          await cluster.startSidecar(BROKER);
-        }
-        return cluster.sidecars.get(BROKER)!.pid!;
+        } else await cluster.stopSidecar(BROKER);
+        // The harness reads SIDECAR_ENTRY when it starts a sidecar (e2e/src/cluster/paths.ts).
+        if (arm === 'walproxy-baseline') process.env.SIDECAR_ENTRY = BASELINE;
+        else delete process.env.SIDECAR_ENTRY;
+        await cluster.startSidecar(BROKER);
+        sidecarBuild = arm;
       }
-      if (!pipe) {
-        await cluster.stopSidecar(BROKER);
-        pipe = new ManagedProcess(
-          'bare-pipe',
-          process.execPath,
-          ['--import', 'tsx', path.join(repoRoot(), 'e2e', 'bench', 'bare-pipe.ts'), ...pairs],
-          path.join(cluster.workDir, 'bare-pipe.log'),
-        );
-        await pipe.waitForOutput(/bare pipe ready/, 30_000);
-      }
-      return pipe.pid!;
+      return cluster.sidecars.get(BROKER)!.pid!;
     };
     const bootstrap = `127.0.0.1:${p.sidecarClient(BROKER)}`;
-    const results: Record<Arm, { produce: number[]; consume: number[] }> = {
-      walproxy: { produce: [], consume: [] },
-      'bare-pipe': { produce: [], consume: [] },
-    };
+    const armOrder: Arm[] = ['walproxy', 'bare-pipe', ...(BASELINE ? (['walproxy-baseline'] as const) : [])];
+    const results: Partial<Record<Arm, { produce: number[]; consume: number[] }>> = {};
+    for (const arm of armOrder) results[arm] = { produce: [], consume: [] };
     let topicNo = 0;
     // Round -1 warms up the brokers' JIT (C2 here) and is not recorded.
+    // Rounds alternate the order (forward, then backward): the machine warms up over a run (the
+    // brokers' JIT, page cache), and an arm always first in its round would pay for it.
     for (let round = -1; round < ROUNDS; round++) {
-      for (const arm of ['walproxy', 'bare-pipe'] as const) {
+      for (const arm of round % 2 === 0 ? armOrder : [...armOrder].reverse()) {
         const pid = await useArm(arm);
         const topic = `bench-pass-through-${topicNo++}`;
-        await withAdmin(cluster.directBootstrap(), (admin) =>
-          admin.createTopics({
+        await withAdmin(cluster.directBootstrap(), async (admin) => {
+          // A sidecar's stop fences its broker (BrokerFence) until the broker's next heartbeat
+          // through whatever took the ports over: a fenced broker cannot take a replica.
+          const deadline = Date.now() + 30_000;
+          while (!(await admin.describeCluster()).brokers.some((b) => b.nodeId === BROKER)) {
+            if (Date.now() > deadline) throw new Error(`broker ${BROKER} still fenced after 30 s`);
+            await new Promise((r) => setTimeout(r, 250));
+          }
+          return admin.createTopics({
             topics: [
               {
                 topic,
                 replicaAssignment: [0, 1, 2].map((partition) => ({ partition, replicas: [BROKER] })),
               },
             ],
-          }),
-        );
+          });
+        });
         const records = round < 0 ? Math.min(RECORDS, 200_000) : RECORDS;
         const gib = (records * RECORD_SIZE) / GIB;
         let before = cpuSeconds(pid);
@@ -109,11 +136,11 @@ async function main(): Promise<void> {
         if (consumed.records < records) throw new Error(`${arm}: consumed ${consumed.records} of ${records}`);
         const consume = (cpuSeconds(pid) - before) / gib;
         console.log(
-          `round ${round} ${arm.padEnd(9)} produce ${produce.toFixed(2)} CPU-s/GiB, consume ${consume.toFixed(2)} CPU-s/GiB`,
+          `round ${round} ${arm.padEnd(17)} produce ${produce.toFixed(2)} CPU-s/GiB, consume ${consume.toFixed(2)} CPU-s/GiB`,
         );
         if (round >= 0) {
-          results[arm].produce.push(produce);
-          results[arm].consume.push(consume);
+          results[arm]!.produce.push(produce);
+          results[arm]!.consume.push(consume);
         }
       }
     }
@@ -136,6 +163,11 @@ async function main(): Promise<void> {
     console.log(
       `walproxy / bare-pipe: produce ${(w.produce_cpu_s_per_gib / b.produce_cpu_s_per_gib).toFixed(2)}x, consume ${(w.consume_cpu_s_per_gib / b.consume_cpu_s_per_gib).toFixed(2)}x`,
     );
+    const base = arms['walproxy-baseline'];
+    if (base)
+      console.log(
+        `walproxy / walproxy-baseline: produce ${(w.produce_cpu_s_per_gib / base.produce_cpu_s_per_gib).toFixed(2)}x, consume ${(w.consume_cpu_s_per_gib / base.consume_cpu_s_per_gib).toFixed(2)}x; walproxy-baseline / bare-pipe: produce ${(base.produce_cpu_s_per_gib / b.produce_cpu_s_per_gib).toFixed(2)}x, consume ${(base.consume_cpu_s_per_gib / b.consume_cpu_s_per_gib).toFixed(2)}x`,
+      );
   } finally {
     await pipe?.stop();
     await cluster.stop();

@@ -52,8 +52,18 @@ import { type StoreFront, startStoreFront } from '../src/s3/store-front.js';
 import { startVersitygw } from '../src/s3/versitygw.js';
 import { formatSummary, type ProfiledArm, profileFiles, readProfiles, summarize } from './profile-summary.js';
 
-const ARM_NAMES = ['stock', 'inline', 'wal', 'wal-moto'] as const;
+const ARM_NAMES = ['stock', 'inline', 'wal', 'wal-moto', 'inline-baseline', 'wal-baseline'] as const;
 type ArmName = (typeof ARM_NAMES)[number];
+/**
+ * BENCH_BASELINE=<sidecar entry> (an older commit's bundle copied aside) is what the
+ * `inline-baseline` and `wal-baseline` arms run: `inline` and `wal` with that build of the sidecar,
+ * interleaved with the others, so a change is measured against what it replaces in one run.
+ */
+const BASELINE = process.env.BENCH_BASELINE;
+/** The arm a baseline arm repeats with the other build. */
+const workloadOf = (arm: ArmName): Exclude<ArmName, 'inline-baseline' | 'wal-baseline'> =>
+  arm === 'inline-baseline' ? 'inline' : arm === 'wal-baseline' ? 'wal' : arm;
+const isBaseline = (arm: ArmName) => arm !== workloadOf(arm);
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const RECORD_SIZE = 512;
@@ -61,11 +71,12 @@ const SATURATION_RECORDS = Math.round(Number(process.env.BENCH_BYTES ?? 256e6) /
 const PHASE_SECONDS = Number(process.env.BENCH_PHASE_SECONDS ?? 20);
 const WARMUP_RECORDS = Math.round(Number(process.env.BENCH_WARMUP_BYTES ?? 64e6) / RECORD_SIZE);
 const WAL_LINGER_MS = Number(process.env.BENCH_WAL_LINGER_MS ?? 10);
-const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? ARM_NAMES.join(','))
+const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? 'stock,inline,wal,wal-moto')
   .split(',')
   .map((a) => a.trim())
   .filter((a): a is ArmName => {
     if (!(ARM_NAMES as readonly string[]).includes(a)) throw new Error(`BENCH_ARMS: unknown arm ${a}`);
+    if (a.endsWith('-baseline') && !BASELINE) throw new Error(`BENCH_ARMS: ${a} needs BENCH_BASELINE`);
     return true;
   });
 const BROKER_PROPS: Record<string, string> = Object.fromEntries(
@@ -79,6 +90,9 @@ const REQUEST_LOG = process.env.BENCH_REQUEST_LOG === '1';
 const PROFILE_DIR = process.env.SIDECAR_CPU_PROF_DIR;
 // The harness profiles every sidecar it starts while this is set: only the arms' sidecars should be.
 delete process.env.SIDECAR_CPU_PROF_DIR;
+// A profiled sidecar runs this commit's unbundled code (kafka-cluster.ts), whatever the build.
+if (PROFILE_DIR && ARMS.some(isBaseline))
+  throw new Error('the baseline arms cannot be profiled: SIDECAR_CPU_PROF_DIR runs this commit');
 
 /** 2,000 and 10,000 records/s of 512 B: 1.02 and 5.12 MB/s. */
 const RATES = { '1mbps': 2_000, '5mbps': 10_000 } as const;
@@ -418,6 +432,8 @@ class Bench {
   cluster: KafkaCluster | undefined;
   kind: 'stock' | 'walproxy' | undefined;
   store: StoreName = 'versitygw';
+  /** Which sidecar build runs: this commit's, or BENCH_BASELINE. */
+  build: 'current' | 'baseline' = 'current';
   version = '';
   #warmups = 0;
 
@@ -427,15 +443,21 @@ class Bench {
   ) {}
 
   storeOf(arm: ArmName): StoreName | undefined {
-    return arm === 'wal' ? 'versitygw' : arm === 'wal-moto' ? 'moto' : undefined;
+    const workload = workloadOf(arm);
+    return workload === 'wal' ? 'versitygw' : workload === 'wal-moto' ? 'moto' : undefined;
   }
 
   /** Brings up what `arm` runs on: the stock cluster, or the walproxy one on the arm's store. */
   async ready(arm: ArmName, profileDir: string | undefined): Promise<void> {
     const kind = arm === 'stock' ? 'stock' : 'walproxy';
     const store = this.storeOf(arm);
+    const build = isBaseline(arm) ? 'baseline' : 'current';
+    // The harness reads SIDECAR_ENTRY whenever it starts a sidecar (e2e/src/cluster/paths.ts).
+    if (build === 'baseline') process.env.SIDECAR_ENTRY = BASELINE;
+    else delete process.env.SIDECAR_ENTRY;
     if (this.kind !== kind) {
       await this.stop();
+      this.build = build;
       if (store) this.store = store;
       console.error(
         `[bench] starting the ${kind} cluster${kind === 'walproxy' ? ` (store ${this.store})` : ''}`,
@@ -444,9 +466,10 @@ class Bench {
       this.kind = kind;
       this.version = this.cluster.version;
       await this.#warmUp(WARMUP_RECORDS);
-    } else if (store && store !== this.store) {
-      this.store = store;
-      console.error(`[bench] restarting the sidecars on store ${store}`);
+    } else if ((store && store !== this.store) || (kind === 'walproxy' && build !== this.build)) {
+      if (store) this.store = store;
+      this.build = build;
+      console.error(`[bench] restarting the sidecars on store ${this.store}, ${build} build`);
       await this.restartSidecars();
       await this.#warmUp(Math.round(WARMUP_RECORDS / 2));
     }
@@ -541,6 +564,7 @@ async function settle(zones: ZoneNetwork): Promise<number> {
 }
 
 async function objectGets(arm: ArmName, stores: Stores): Promise<number | undefined> {
+  arm = workloadOf(arm);
   if (arm === 'wal') {
     const counters = (await stores.front.stats()).counters;
     return Object.values(counters).reduce((n, byOp) => n + byOp.get.requests, 0);
@@ -713,7 +737,7 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
   const crossPerGb = (rs: readonly RoundResult[]) =>
     rs.reduce((n, r) => n + r.cross_zone_bytes, 0) / (rs.reduce((n, r) => n + r.produced_bytes, 0) / 1e9);
   const stock = all.filter((r) => r.arm === 'stock');
-  const wal = arm === 'wal' || arm === 'wal-moto';
+  const wal = workloadOf(arm) === 'wal' || arm === 'wal-moto';
   const objects = total((r) => r.objects ?? 0);
   return {
     mbps: round3(median(rounds.map((r) => r.saturation.mbPerSec))),
