@@ -21,15 +21,17 @@ export const DEFAULT_CPU = {
 
 /**
  * What relaying costs a sidecar with no WAL at all, per GiB (2^30 bytes) in each direction:
- * `make bench-pass-through` on main, 2026-12-01 (e2e/bench/pass-through.bench.ts: walproxy
- * without WAL flags in front of one broker, 1 KiB records, a busy 2-core machine): 1.78 CPU-s per
- * GiB produced (bytes from the downstream side) and 1.00 per GiB consumed (bytes from upstream),
- * against 1.00 / 0.79 for a bare Node socket.pipe(). The live cost metrics charge the bytes a
- * sidecar's listeners relayed at these rates to relaying, and the rest of its CPU to the WAL path.
+ * `make bench-pass-through` on main, 2026-12-02 (e2e/bench/pass-through.bench.ts, 5 rounds,
+ * interleaved in alternating order: walproxy without WAL flags in front of one broker, 1 KiB
+ * records, a 2-core machine): 1.03 CPU-s per GiB produced (bytes from the downstream side) and
+ * 0.86 per GiB consumed (bytes from upstream), against 0.86 / 0.87 for a bare Node socket.pipe()
+ * in the same run. (The 2026-12-01 run's 1.78 / 1.00 was the larger of two rounds taken as the
+ * median, one of them warming up.) The live cost metrics charge the bytes a sidecar's listeners
+ * relayed at these rates to relaying, and the rest of its CPU to the WAL path.
  */
 export const DEFAULT_PASS_THROUGH_CPU = {
-  secondsPerGibFromDownstream: 1.78,
-  secondsPerGibFromUpstream: 1.0,
+  secondsPerGibFromDownstream: 1.03,
+  secondsPerGibFromUpstream: 0.86,
 } as const;
 
 /** CPU-seconds a plain proxy would spend relaying these bytes (DEFAULT_PASS_THROUGH_CPU). */

@@ -156,7 +156,7 @@ describe('counters from /metrics', () => {
         'walproxy_replication_bytes_total{side="leader",path="referenced"} 1000',
         'walproxy_replication_bytes_total{side="follower",path="referenced"} 999',
         'walproxy_replication_bytes_total{side="leader",path="inline"} 50 1700000000000',
-        // 1 GiB from downstream and 2 GiB from upstream relayed: 1.78 + 2 × 1.00 CPU-s relaying
+        // 1 GiB from downstream and 2 GiB from upstream relayed: 1.03 + 2 × 0.86 CPU-s relaying
         `walproxy_listener_bytes_total{listener="client",direction="from_downstream"} ${2 ** 30}`,
         `walproxy_listener_bytes_total{listener="replication",direction="from_upstream"} ${2 ** 31}`,
         `walproxy_listener_bytes_total{listener="replication",direction="to_downstream"} ${2 ** 31}`,
@@ -176,7 +176,7 @@ describe('counters from /metrics', () => {
       counters: { durationSec: 120, puts: 20, referencedBytes: 2000, inlineBytes: 100, sidecarCpuSeconds: 4 },
     });
     if ('errors' in both) throw new Error(both.errors.join('\n'));
-    expect(both.counters.proxyCpuSeconds).toBeCloseTo(2 * (1.78 + 2 * 1.0), 12);
+    expect(both.counters.proxyCpuSeconds).toBeCloseTo(2 * (1.03 + 2 * 0.86), 12);
     const one = countersFromScrapes(
       [
         { origin: 'a', text: scrape(true, 100) },

@@ -95,10 +95,10 @@ describe('cost-aware replication on /metrics', () => {
 
   it('prices a sidecar’s own counters: relayed bytes at the pass-through rate, the rest of its CPU to the WAL path', () => {
     const cost = priceSidecar(usage, DEFAULT_PRICES, { replicationFactor: 3, zones: 3 });
-    // Relaying: 36 GiB × 1.78 + 10 GiB × 1.00 = 74.08 CPU-s; the WAL path the other 3,525.92 s
+    // Relaying: 36 GiB × 1.03 + 10 GiB × 0.86 = 45.68 CPU-s; the WAL path the other 3,554.32 s
     const cpu = (key: string) => [...cost.walproxy, ...cost.proxy].find((l) => l.key === key)!;
-    expect(cpu('cpu_proxy').quantity).toBeCloseTo(74.08 / 3600, 12);
-    expect(cpu('cpu_wal').quantity).toBeCloseTo(3_525.92 / 3600, 12);
+    expect(cpu('cpu_proxy').quantity).toBeCloseTo(45.68 / 3600, 12);
+    expect(cpu('cpu_wal').quantity).toBeCloseTo(3_554.32 / 3600, 12);
     // Stock: 72 GB to followers in other zones × $0.02 = $1.44
     expect(cost.stockUsd).toBeCloseTo(1.44, 12);
     expect(cost.savedUsd).toBeCloseTo(cost.stockUsd - cost.walproxyUsd, 12);
