@@ -1,3 +1,4 @@
+/// <reference path="./kafkajs-internals.d.ts" />
 import type * as Kafkajs from 'kafkajs';
 
 /**
