@@ -1,4 +1,4 @@
-import { type ObjectStore, openObjectStore } from '@walproxy/proxy';
+import { DEFAULT_PRICES, type ObjectStore, objectEconomics, openObjectStore } from '@walproxy/proxy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, type ProducerPerfResult, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic } from '../src/clients/kafkajs.js';
@@ -268,8 +268,14 @@ describe('cost-aware replication across three zones', () => {
       );
     }
     const [low, , high, back] = phases as [Phase, Phase, Phase, Phase];
-    // And the lowest rate never reached the store: its objects would not pay
-    expect(low.walproxy.counted.puts).toBe(0);
+    // And at the lowest rate nothing reached the store that did not pay for itself. The groups
+    // stay inline there, but a burst may lift one into the WAL for a few seconds, and what it then
+    // uploads is above break-even, the rest abandoned (CI rehearsal of 2026-12-02 04:47 UTC: one
+    // leader in the WAL for 3.7 s, 2 objects uploaded, p50 49.6 KB, 32 abandoned; 0 PUTs in the
+    // runs before). The cost check above holds at this rate either way.
+    const breakEven = objectEconomics(DEFAULT_PRICES, { replicationFactor: 3, zones: 3 })
+      .breakEvenObjectBytes!;
+    expect(low.objectBytes.filter((bytes) => bytes < breakEven)).toEqual([]);
     // And at 5 MB/s the groups went through the WAL (they may have entered it at 2 MB/s already)
     // and saved a good part of the stock cost (43–44 % in two runs of 2026-12-01; ~90–110 KB
     // objects save ~50 % at these prices: docs/cost.md)
