@@ -8,7 +8,7 @@ import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatter
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic, withAdmin } from '../src/clients/kafkajs.js';
-import { kcat } from '../src/clients/kcat.js';
+import { kcat, kcatReadAtLeast } from '../src/clients/kcat.js';
 import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { sidecarEntry } from '../src/cluster/paths.js';
 import {
@@ -371,38 +371,27 @@ describe('TLS and SASL through the sidecars', () => {
     }
     expect(await referenced()).toBeGreaterThan(before);
     // Read back through the zone listener: the consumer is sent to its zone's replica (preferred
-    // read replica), a follower whose high watermark moves on its next fetch after the produce was
-    // acknowledged, so a read that stops at the end (-e) may end before the newest batch of a
-    // partition. Read again until every line is there (bounded); nothing missing stays missing.
-    const readBack = () =>
-      kcat(
-        [
-          '-b',
-          zoneBootstrap,
-          ...kcatSecurityArgs('alice', clientCa.certPath),
-          '-t',
-          'wal-sec-zl',
-          '-C',
-          '-e',
-          '-o',
-          'beginning',
-          '-q',
-          '-f',
-          '%s\\n',
-        ],
-        '',
-        SCRAM_KCAT,
-      );
-    const readDeadline = Date.now() + 20_000;
-    let read = await readBack();
-    while (
-      read.code === 0 &&
-      read.stdout.trim().split('\n').length < lines.length &&
-      Date.now() < readDeadline
-    ) {
-      await new Promise((r) => setTimeout(r, 500));
-      read = await readBack();
-    }
+    // read replica), whose high watermark trails the leader's by a follower fetch, so a read to the
+    // end right after the acknowledgement may stop before a partition's newest batch: read again
+    // until every line is there (kcatReadAtLeast, bounded); nothing missing stays missing.
+    const read = await kcatReadAtLeast(
+      [
+        '-b',
+        zoneBootstrap,
+        ...kcatSecurityArgs('alice', clientCa.certPath),
+        '-t',
+        'wal-sec-zl',
+        '-C',
+        '-e',
+        '-o',
+        'beginning',
+        '-q',
+        '-f',
+        '%s\\n',
+      ],
+      lines.length,
+      SCRAM_KCAT,
+    );
     expect(read.code, read.stderr).toBe(0);
     expect(read.stdout.trim().split('\n').sort()).toEqual([...lines].sort());
     // (keyless kcat lines, sticky partitioner: a partition may rightly be empty on every replica)
