@@ -15,11 +15,9 @@ import {
   type FetchRequest,
   type FetchResponse,
   type FetchResponsePartition,
-  LOG_OVERHEAD,
   PARTITION_SEGMENTS_TAG,
   type PartialBatch,
   type PartitionSegment,
-  RECORD_BATCH_HEADER_SIZE,
   type RecordBatch,
   recordBatches,
   responseHeaderVersion,
@@ -40,11 +38,6 @@ import type { WalLocation } from '../wal/wal-writer.js';
 const BASE_OFFSET_OFFSET = 0;
 const PARTITION_LEADER_EPOCH_OFFSET = 12;
 const CRC_OFFSET = 17;
-const LENGTH_OFFSET = 8;
-const MAGIC_OFFSET = 16;
-const ATTRIBUTES_OFFSET = 21;
-/** Attributes bit 5: a control batch (transaction markers). */
-const CONTROL_ATTRIBUTE = 0x20;
 const DIGEST_WARNING_INTERVAL_MS = 60_000;
 
 /**
@@ -664,14 +657,9 @@ function frameOf(header: Buffer, body: Buffer): Buffer {
 }
 
 /**
- * The batches of a partition's records, or undefined when they are not a run of magic v2 batches
- * (an old message set, bytes the walk cannot read): such records go on exactly as the broker sent
- * them.
- */
-/**
- * What walkBatches would find, counted from the batch headers alone (no objects): control batches,
- * and the rest (a partial last batch included), with their bytes. Undefined where the walk would
- * fail (a batch that is not magic v2, a Length below the v2 header).
+ * The batches of a run, counted as walkBatches would find them but without keeping or looking any
+ * up: control batches, and the rest (a partial last batch included), with their bytes. Undefined
+ * where the walk fails (a batch that is not magic v2, a Length below the v2 header).
  */
 function countHeaders(
   records: Buffer,
@@ -680,31 +668,27 @@ function countHeaders(
   let controlBytes = 0;
   let other = 0;
   let otherBytes = 0;
-  let at = 0;
-  while (at < records.length) {
-    const left = records.length - at;
-    const length = left < LOG_OVERHEAD ? -1 : records.readInt32BE(at + LENGTH_OFFSET);
-    if (length !== -1 && length < RECORD_BATCH_HEADER_SIZE - LOG_OVERHEAD) return undefined;
-    if (length === -1 || left < length + LOG_OVERHEAD) {
-      // A partial last batch, as the broker cuts a response by size.
-      other++;
-      otherBytes += left;
-      break;
+  try {
+    for (const batch of recordBatches(records)) {
+      if (!batch.partial && batch.isControl) {
+        control++;
+        controlBytes += batch.size;
+      } else {
+        other++;
+        otherBytes += batch.partial ? batch.bytes.length : batch.size;
+      }
     }
-    const size = length + LOG_OVERHEAD;
-    if (records[at + MAGIC_OFFSET] !== 2) return undefined;
-    if ((records.readInt16BE(at + ATTRIBUTES_OFFSET) & CONTROL_ATTRIBUTE) !== 0) {
-      control++;
-      controlBytes += size;
-    } else {
-      other++;
-      otherBytes += size;
-    }
-    at += size;
+  } catch {
+    return undefined;
   }
   return { control, controlBytes, other, otherBytes };
 }
 
+/**
+ * The batches of a partition's records, or undefined when they are not a run of magic v2 batches
+ * (an old message set, bytes the walk cannot read): such records go on exactly as the broker sent
+ * them.
+ */
 function walkBatches(records: Buffer): Array<RecordBatch | PartialBatch> | undefined {
   try {
     return [...recordBatches(records)];
