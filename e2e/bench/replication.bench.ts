@@ -18,7 +18,8 @@
  * Writes BENCH_OUT (default .runs/bench/replication.json):
  *   {"arms": {"stock"|"inline"|"wal"|"wal-moto": {mbps, p50_ms_1mbps, p99_ms_1mbps, p50_ms_5mbps,
  *    p99_ms_5mbps, sidecar_cpu_s_per_gb, peak_rss_mb, cross_zone_ratio, gets_per_object_per_follower,
- *    object_bytes_p50, linger_ms}}, "conditions": {...}, "rounds": [...], "steps_1mbps": {...}}
+ *    object_bytes_p50, linger_ms, and beside them sidecar_cpu_s_per_gb_by_phase and
+ *    sidecar_cpu_ms_per_object_by_phase}}, "conditions": {...}, "rounds": [...], "steps_1mbps": {...}}
  * (definitions in docs/benchmarks.md). Prints figures; asserts nothing. Needs root.
  *
  * Environment: BENCH_ROUNDS (2), BENCH_BYTES (256e6 per arm and round), BENCH_PHASE_SECONDS (20),
@@ -60,6 +61,12 @@ type ArmName = (typeof ARM_NAMES)[number];
  * interleaved with the others, so a change is measured against what it replaces in one run.
  */
 const BASELINE = process.env.BENCH_BASELINE;
+/**
+ * BENCH_BASELINE_NODE_FLAGS="<node flags>": the baseline arms run with these flags for node (the
+ * harness's SIDECAR_NODE_FLAGS), e.g. a V8 heap setting measured against the default in one run;
+ * without BENCH_BASELINE they run this commit's build.
+ */
+const BASELINE_NODE_FLAGS = process.env.BENCH_BASELINE_NODE_FLAGS;
 /** The arm a baseline arm repeats with the other build. */
 const workloadOf = (arm: ArmName): Exclude<ArmName, 'inline-baseline' | 'wal-baseline'> =>
   arm === 'inline-baseline' ? 'inline' : arm === 'wal-baseline' ? 'wal' : arm;
@@ -76,7 +83,8 @@ const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? 'stock,inline,wal,wal-moto')
   .map((a) => a.trim())
   .filter((a): a is ArmName => {
     if (!(ARM_NAMES as readonly string[]).includes(a)) throw new Error(`BENCH_ARMS: unknown arm ${a}`);
-    if (a.endsWith('-baseline') && !BASELINE) throw new Error(`BENCH_ARMS: ${a} needs BENCH_BASELINE`);
+    if (a.endsWith('-baseline') && !BASELINE && !BASELINE_NODE_FLAGS)
+      throw new Error(`BENCH_ARMS: ${a} needs BENCH_BASELINE or BENCH_BASELINE_NODE_FLAGS`);
     return true;
   });
 const BROKER_PROPS: Record<string, string> = Object.fromEntries(
@@ -98,6 +106,13 @@ if (PROFILE_DIR && ARMS.some(isBaseline))
 const RATES = { '1mbps': 2_000, '5mbps': 10_000 } as const;
 const PRODUCER_PROPS = { 'linger.ms': 5, 'batch.size': 65_536 };
 const PARTITIONS = 6;
+/** GB produced in each phase of an arm's round. */
+const PHASE_GB: Record<string, number> = {
+  saturation: (SATURATION_RECORDS * RECORD_SIZE) / 1e9,
+  ...Object.fromEntries(
+    Object.entries(RATES).map(([k, rate]) => [k, (rate * PHASE_SECONDS * RECORD_SIZE) / 1e9]),
+  ),
+};
 /** RF 3 on three brokers: every partition, hence every object of its leader, has two followers. */
 const FOLLOWERS_PER_OBJECT = 2;
 const BUCKETS = BROKER_IDS.map((id) => `walproxy-${RACKS[id]}`);
@@ -153,6 +168,13 @@ interface RoundResult {
   cross_zone_bytes_by_phase: Record<string, number>;
   store_bytes: number;
   sidecar_cpu_s: number | null;
+  /**
+   * The sidecars' CPU per phase (each until replication settled): at saturation it is the cost of
+   * the bytes; at the fixed-rate phases mostly the cost of each request and object.
+   */
+  sidecar_cpu_s_by_phase: Record<string, number> | null;
+  /** WAL objects the sidecars uploaded per phase (their counters). */
+  objects_by_phase: Record<string, number> | null;
   broker_cpu_s: number;
   store_cpu_s: Record<string, number>;
   peak_rss_mb: number | null;
@@ -453,8 +475,10 @@ class Bench {
     const store = this.storeOf(arm);
     const build = isBaseline(arm) ? 'baseline' : 'current';
     // The harness reads SIDECAR_ENTRY whenever it starts a sidecar (e2e/src/cluster/paths.ts).
-    if (build === 'baseline') process.env.SIDECAR_ENTRY = BASELINE;
+    if (build === 'baseline' && BASELINE) process.env.SIDECAR_ENTRY = BASELINE;
     else delete process.env.SIDECAR_ENTRY;
+    if (build === 'baseline' && BASELINE_NODE_FLAGS) process.env.SIDECAR_NODE_FLAGS = BASELINE_NODE_FLAGS;
+    else delete process.env.SIDECAR_NODE_FLAGS;
     if (this.kind !== kind) {
       await this.stop();
       this.build = build;
@@ -614,12 +638,20 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
   // Each phase ends once replication has settled, so the next one starts with no backlog and
   // its bytes between zones are its own.
   const crossZoneByPhase: Record<string, number> = {};
+  const sidecarCpuByPhase: Record<string, number> = {};
+  const objectsByPhase: Record<string, number> = {};
+  const objectsUploaded = async () =>
+    (await counters())?.reduce((n, x) => n + Number(x.wal?.writer.objectsUploaded ?? 0), 0) ?? 0;
   let settleSeconds = 0;
   const phase = async <T>(name: string, run: () => Promise<T>): Promise<T> => {
     const before = zones.traffic();
+    const cpuBefore = cpu(sidecarPids);
+    const objectsAtStart = wal ? await objectsUploaded() : 0;
     const result = await run();
     settleSeconds += await settle(zones);
     crossZoneByPhase[name] = crossZoneBytes(trafficSince(before, zones.traffic()));
+    sidecarCpuByPhase[name] = cpu(sidecarPids) - cpuBefore;
+    if (wal) objectsByPhase[name] = (await objectsUploaded()) - objectsAtStart;
     return result;
   };
   const saturation = await phase('saturation', () =>
@@ -706,6 +738,8 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
     cross_zone_bytes_by_phase: crossZoneByPhase,
     store_bytes: storeBytes(traffic),
     sidecar_cpu_s: sidecarPids.length > 0 ? cpu(sidecarPids) - sidecarCpuBefore : null,
+    sidecar_cpu_s_by_phase: sidecarPids.length > 0 ? sidecarCpuByPhase : null,
+    objects_by_phase: wal ? objectsByPhase : null,
     broker_cpu_s: cpu(brokerPids) - brokerCpuBefore,
     store_cpu_s: Object.fromEntries(
       Object.entries(storePids).map(([k, pid]) => [k, processCpuSeconds(pid) - storeCpuBefore[k]!]),
@@ -746,6 +780,26 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
     p50_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p50Ms)),
     p99_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p99Ms)),
     sidecar_cpu_s_per_gb: arm === 'stock' ? null : round3(total((r) => r.sidecar_cpu_s ?? 0) / gb),
+    // Beside the arm's figure (every phase, settling included): the same per phase, since the
+    // fixed-rate phases pay per request and per object while saturation pays per byte.
+    sidecar_cpu_s_per_gb_by_phase:
+      arm === 'stock'
+        ? null
+        : Object.fromEntries(
+            Object.entries(PHASE_GB).map(([phase, phaseGb]) => [
+              phase,
+              round3(total((r) => r.sidecar_cpu_s_by_phase?.[phase] ?? 0) / (phaseGb * rounds.length)),
+            ]),
+          ),
+    sidecar_cpu_ms_per_object_by_phase: !wal
+      ? null
+      : Object.fromEntries(
+          Object.keys(PHASE_GB).map((phase) => {
+            const count = total((r) => r.objects_by_phase?.[phase] ?? 0);
+            const cpuMs = 1000 * total((r) => r.sidecar_cpu_s_by_phase?.[phase] ?? 0);
+            return [phase, count > 0 ? round3(cpuMs / count) : null];
+          }),
+        ),
     peak_rss_mb: arm === 'stock' ? null : round3(Math.max(...rounds.map((r) => r.peak_rss_mb ?? 0))),
     cross_zone_ratio:
       stock.length > 0 ? Math.round((1e5 * crossPerGb(rounds)) / crossPerGb(stock)) / 1e5 : null,
@@ -885,22 +939,27 @@ async function main(): Promise<void> {
     '\nPer round: CPU-s per produced GB (the store processes counted apart from the sidecars); cross-zone MB per produced GB by phase:',
   );
   console.log(
-    '| round | arm | MB/s | sidecars | brokers | store front | versitygw | moto | cross-zone saturation / 1 MB/s / 5 MB/s | load avg (1 min) start → end |',
+    '| round | arm | MB/s | sidecars | sidecars saturation / 1 MB/s / 5 MB/s (ms per object) | brokers | store front | versitygw | moto | cross-zone saturation / 1 MB/s / 5 MB/s | load avg (1 min) start → end |',
   );
-  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
-  const phaseGb: Record<string, number> = {
-    saturation: (SATURATION_RECORDS * RECORD_SIZE) / 1e9,
-    ...Object.fromEntries(
-      Object.entries(RATES).map(([k, rate]) => [k, (rate * PHASE_SECONDS * RECORD_SIZE) / 1e9]),
-    ),
-  };
+  console.log('|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|');
+  const phaseGb = PHASE_GB;
   for (const r of results) {
     const gb = r.produced_bytes / 1e9;
     const byPhase = Object.entries(r.cross_zone_bytes_by_phase)
       .map(([k, bytes]) => (bytes / 1e6 / phaseGb[k]!).toFixed(1))
       .join(' / ');
+    const sidecarsByPhase =
+      r.sidecar_cpu_s_by_phase === null
+        ? '-'
+        : Object.entries(r.sidecar_cpu_s_by_phase)
+            .map(([k, cpuS]) => {
+              const objects = r.objects_by_phase?.[k];
+              const perObject = objects ? ` (${((1000 * cpuS) / objects).toFixed(2)})` : '';
+              return `${(cpuS / phaseGb[k]!).toFixed(1)}${perObject}`;
+            })
+            .join(' / ');
     console.log(
-      `| ${r.round} | ${r.arm} | ${r.saturation.mbPerSec.toFixed(1)} | ${r.sidecar_cpu_s === null ? '-' : (r.sidecar_cpu_s / gb).toFixed(1)} | ${(r.broker_cpu_s / gb).toFixed(1)} | ${(r.store_cpu_s['store front']! / gb).toFixed(1)} | ${(r.store_cpu_s.versitygw! / gb).toFixed(1)} | ${(r.store_cpu_s.moto! / gb).toFixed(1)} | ${byPhase} | ${r.load_average_start[0]} → ${r.load_average_end[0]} |`,
+      `| ${r.round} | ${r.arm} | ${r.saturation.mbPerSec.toFixed(1)} | ${r.sidecar_cpu_s === null ? '-' : (r.sidecar_cpu_s / gb).toFixed(1)} | ${sidecarsByPhase} | ${(r.broker_cpu_s / gb).toFixed(1)} | ${(r.store_cpu_s['store front']! / gb).toFixed(1)} | ${(r.store_cpu_s.versitygw! / gb).toFixed(1)} | ${(r.store_cpu_s.moto! / gb).toFixed(1)} | ${byPhase} | ${r.load_average_start[0]} → ${r.load_average_end[0]} |`,
     );
   }
   for (const [arm, s] of Object.entries(steps)) {

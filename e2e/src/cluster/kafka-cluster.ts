@@ -449,9 +449,12 @@ export class KafkaCluster {
           `--cpu-prof-name=sidecar-${id}.${Date.now()}.cpuprofile`,
         ]
       : [];
+    // Opt-in (benchmarks): node's own flags for the sidecar, e.g. a V8 heap setting to compare.
+    const nodeFlags = (process.env.SIDECAR_NODE_FLAGS ?? '').split(/\s+/).filter((f) => f !== '');
     const sidecar = new ManagedProcess(
       `sidecar-${id}`,
       ...this.placed(id, process.execPath, [
+        ...nodeFlags,
         ...profile,
         profileDir ? unbundledSidecarEntry() : sidecarEntry(),
         ...this.sidecarArguments(id),

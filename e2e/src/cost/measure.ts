@@ -73,6 +73,29 @@ export function countedBetween(before: CostSnapshot, after: CostSnapshot): Count
 }
 
 /**
+ * Several runs of one arm as one: every count summed, durations too. A figure one run lacks (no
+ * kernel counts, no CPU) is missing from the sum, not taken as zero.
+ */
+export function sumCounted(runs: readonly Counted[]): Counted {
+  if (runs.length === 0) throw new RangeError('sumCounted: no runs');
+  const add = (pick: (c: Counted) => number) => runs.reduce((n, c) => n + pick(c), 0);
+  const addOptional = (pick: (c: Counted) => number | undefined) =>
+    runs.some((c) => pick(c) === undefined) ? undefined : add((c) => pick(c)!);
+  return {
+    durationSec: add((c) => c.durationSec),
+    referencedBytes: add((c) => c.referencedBytes),
+    inlineBytes: add((c) => c.inlineBytes),
+    puts: add((c) => c.puts),
+    bytesUploaded: add((c) => c.bytesUploaded),
+    gets: add((c) => c.gets),
+    bytesRead: add((c) => c.bytesRead),
+    sidecarCpuSeconds: addOptional((c) => c.sidecarCpuSeconds),
+    crossZoneBytes: addOptional((c) => c.crossZoneBytes),
+    storeBytes: addOptional((c) => c.storeBytes),
+  };
+}
+
+/**
  * The walproxy arm priced against the stock arm of the same workload: stock is what the kernel
  * counted between zones in the stock arm; walproxy pays its store requests and bytes, what the
  * kernel counted in its own arm, and its sidecars' CPU beyond what the same sidecars spent
