@@ -67,6 +67,11 @@ const BASELINE = process.env.BENCH_BASELINE;
  * without BENCH_BASELINE they run this commit's build.
  */
 const BASELINE_NODE_FLAGS = process.env.BENCH_BASELINE_NODE_FLAGS;
+/** BENCH_BASELINE_WAL_LINGER_MS: the baseline arms' WAL linger (the trade of latency for objects per GB). */
+const BASELINE_WAL_LINGER_MS =
+  process.env.BENCH_BASELINE_WAL_LINGER_MS === undefined
+    ? undefined
+    : Number(process.env.BENCH_BASELINE_WAL_LINGER_MS);
 /** The arm a baseline arm repeats with the other build. */
 const workloadOf = (arm: ArmName): Exclude<ArmName, 'inline-baseline' | 'wal-baseline'> =>
   arm === 'inline-baseline' ? 'inline' : arm === 'wal-baseline' ? 'wal' : arm;
@@ -78,13 +83,18 @@ const SATURATION_RECORDS = Math.round(Number(process.env.BENCH_BYTES ?? 256e6) /
 const PHASE_SECONDS = Number(process.env.BENCH_PHASE_SECONDS ?? 20);
 const WARMUP_RECORDS = Math.round(Number(process.env.BENCH_WARMUP_BYTES ?? 64e6) / RECORD_SIZE);
 const WAL_LINGER_MS = Number(process.env.BENCH_WAL_LINGER_MS ?? 10);
+/** The WAL linger an arm's sidecars run with. */
+const lingerOf = (arm: ArmName) =>
+  isBaseline(arm) && BASELINE_WAL_LINGER_MS !== undefined ? BASELINE_WAL_LINGER_MS : WAL_LINGER_MS;
 const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? 'stock,inline,wal,wal-moto')
   .split(',')
   .map((a) => a.trim())
   .filter((a): a is ArmName => {
     if (!(ARM_NAMES as readonly string[]).includes(a)) throw new Error(`BENCH_ARMS: unknown arm ${a}`);
-    if (a.endsWith('-baseline') && !BASELINE && !BASELINE_NODE_FLAGS)
-      throw new Error(`BENCH_ARMS: ${a} needs BENCH_BASELINE or BENCH_BASELINE_NODE_FLAGS`);
+    if (a.endsWith('-baseline') && !BASELINE && !BASELINE_NODE_FLAGS && BASELINE_WAL_LINGER_MS === undefined)
+      throw new Error(
+        `BENCH_ARMS: ${a} needs BENCH_BASELINE, BENCH_BASELINE_NODE_FLAGS or BENCH_BASELINE_WAL_LINGER_MS`,
+      );
     return true;
   });
 const BROKER_PROPS: Record<string, string> = Object.fromEntries(
@@ -539,7 +549,7 @@ class Bench {
         // Through the WAL whatever its objects cost: the arms measure the WAL at a fixed linger
         // (a cap on the default budget's), not the sealing policy's choice (make bench-cost does).
         '--topic-config=wal-*:mode=wal',
-        `--wal-linger-ms=${WAL_LINGER_MS}`,
+        `--wal-linger-ms=${this.build === 'baseline' && BASELINE_WAL_LINGER_MS !== undefined ? BASELINE_WAL_LINGER_MS : WAL_LINGER_MS}`,
         // A stopped sidecar exits soon (and writes its CPU profile) instead of draining for 10 s.
         '--drain-timeout-ms=2000',
       ],
@@ -806,7 +816,7 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
     gets_per_object_per_follower:
       wal && objects > 0 ? round3(total((r) => r.object_gets ?? 0) / (objects * FOLLOWERS_PER_OBJECT)) : null,
     object_bytes_p50: wal ? median(rounds.flatMap((r) => r.object_sizes)) : null,
-    linger_ms: wal ? WAL_LINGER_MS : null,
+    linger_ms: wal ? lingerOf(arm) : null,
   };
 }
 

@@ -42,7 +42,7 @@ function storeFlags(cluster: Cluster, prefix: string): string[] {
 
 /**
  * Waits until no sidecar has WAL bytes left to upload or metadata pieces left to publish (the
- * publisher sends every 500 ms: `wal verify` would find the newest objects without records).
+ * publisher sends every 2 s: `wal verify` would find the newest objects without records).
  */
 async function walSettled(cluster: Cluster): Promise<void> {
   const deadline = Date.now() + 30_000;

@@ -1,3 +1,4 @@
+import { WAL_METADATA_TOPIC } from '@walproxy/proxy';
 import { describe, expect, inject, it } from 'vitest';
 import { producerPerf } from '../src/clients/java-tools.js';
 import { createTopic, kafkaClient, withAdmin } from '../src/clients/kafkajs.js';
@@ -136,6 +137,27 @@ describe('WAL writer on the real cluster', () => {
       }
     }
     expect(unindexed).toEqual([]);
+
+    // Each sidecar writes its records to one partition of the metadata topic, one its broker is
+    // the preferred leader of when there is one (the produce stays in its zone; a broker that
+    // leads none takes a fixed one): metadataPartitionFor.
+    const metadataTopic = await withAdmin(cluster.bootstrap, (admin) =>
+      admin.fetchTopicMetadata({ topics: [WAL_METADATA_TOPIC] }),
+    );
+    const preferredBy = (broker: number) =>
+      metadataTopic.topics[0]!.partitions.filter((p) => p.replicas[0] === broker).map((p) => p.partitionId);
+    const writers = [...new Set(records.map((r) => r.broker))];
+    expect(writers.length).toBeGreaterThan(1);
+    expect(writers.some((broker) => preferredBy(broker).length > 0)).toBe(true);
+    for (const broker of writers) {
+      const partitions = [
+        ...new Set(records.filter((r) => r.broker === broker).map((r) => r.metadataPartition)),
+      ];
+      expect(partitions, `broker ${broker}'s metadata records`).toHaveLength(1);
+      const preferred = preferredBy(broker);
+      if (preferred.length > 0)
+        expect(preferred, `broker ${broker}'s metadata partition`).toContain(partitions[0]);
+    }
 
     // Object sizes depend on the rate per leader (linger seals small objects at low rates): the
     // benchmark reports their distribution; here they are only printed.

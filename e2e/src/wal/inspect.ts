@@ -78,14 +78,17 @@ export function batchIdentity(topic: string, partition: number, crc: number, len
   return `${topic}\u0000${partition}\u0000${crc}\u0000${length}`;
 }
 
+/** A metadata record and the metadata topic's partition it was read from. */
+export type ReadMetadataRecord = WalMetadataRecordV1 & { readonly metadataPartition: number };
+
 /** Reads the whole metadata topic (up to its current end offsets). */
 export async function readMetadataRecords(
   bootstrap: string,
   topic = WAL_METADATA_TOPIC,
-): Promise<WalMetadataRecordV1[]> {
+): Promise<ReadMetadataRecord[]> {
   const ends = await withAdmin(bootstrap, (admin) => admin.fetchTopicOffsets(topic));
   const remaining = new Map(ends.filter((e) => Number(e.high) > 0).map((e) => [e.partition, Number(e.high)]));
-  const records: WalMetadataRecordV1[] = [];
+  const records: ReadMetadataRecord[] = [];
   if (remaining.size === 0) return records;
   const consumer = kafkaClient(bootstrap).consumer({ groupId: `wal-metadata-reader-${Date.now()}` });
   await consumer.connect();
@@ -97,7 +100,10 @@ export async function readMetadataRecords(
     );
     void consumer.run({
       eachMessage: async ({ partition, message }) => {
-        records.push(JSON.parse(message.value!.toString()) as WalMetadataRecordV1);
+        records.push({
+          ...(JSON.parse(message.value!.toString()) as WalMetadataRecordV1),
+          metadataPartition: partition,
+        });
         const end = remaining.get(partition);
         if (end !== undefined && Number(message.offset) + 1 >= end) remaining.delete(partition);
         if (remaining.size === 0) {

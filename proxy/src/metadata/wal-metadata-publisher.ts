@@ -12,11 +12,34 @@ export const WAL_METADATA_TOPIC = '__remote_wal_log_metadata';
  * How often the queued pieces are sent. Each send is a kafkajs produce and a GZIP call, and both
  * cost mostly per call: a 1 KB JSON value took ~240 µs of CPU to GZIP at a ratio of 3.6, a 28 KB
  * one ~240 µs at 18 (this machine). Every 50 ms that was a tenth of a WAL sidecar's CPU (issue
- * #13's profile); every 500 ms it is a tenth of that, with fewer and smaller records across
- * zones. Nothing waits for these records: references carry their locations in the Fetch
- * responses, and the objects' footers index every batch (tools read the topic minutes later).
+ * #13's profile); every 500 ms a tenth of that. Each send is also a round trip to the partition's
+ * leader and, for its followers, replication round trips — across zones, since the topic is
+ * replicated like any other: what crosses is per send, not per byte. Nothing waits for these
+ * records: references carry their locations in the Fetch responses, and the objects' footers
+ * index every batch (tools read the topic minutes later), so a send every 2 s costs nothing a
+ * reader sees.
  */
-export const METADATA_FLUSH_INTERVAL_MS = 500;
+export const METADATA_FLUSH_INTERVAL_MS = 2_000;
+
+/**
+ * The metadata topic's partition this sidecar's records go to: the one its own broker is the
+ * preferred leader of (the first replica), else the one it leads now, else a fixed one by broker
+ * id. All of a writer's records then land in one partition, in order, and the produce stays in
+ * the sidecar's zone: only the partition's replication crosses zones. Readers read every
+ * partition (tools/metadata-reader.ts), so the choice is the writer's alone.
+ */
+export function metadataPartitionFor(
+  partitions: readonly { partitionId: number; leader: number; replicas: readonly number[] }[],
+  brokerId: number,
+): number | undefined {
+  if (partitions.length === 0) return undefined;
+  const byId = [...partitions].sort((a, b) => a.partitionId - b.partitionId);
+  const preferred = byId.find((p) => p.replicas[0] === brokerId);
+  if (preferred) return preferred.partitionId;
+  const led = byId.find((p) => p.leader === brokerId);
+  if (led) return led.partitionId;
+  return byId[((brokerId % byId.length) + byId.length) % byId.length]!.partitionId;
+}
 
 /** One produced batch, stored in a WAL object, with the offsets the leader assigned it. */
 export interface WalPiece {
@@ -121,6 +144,8 @@ export class WalMetadataPublisher {
   private inFlightPieces = 0;
   private stopped = false;
   private lastOverflowLogMs = 0;
+  /** Where the records go (metadataPartitionFor); undefined: kafkajs' partitioner by key. */
+  private partition: number | undefined;
   readonly topic: string;
 
   constructor(private readonly options: WalMetadataPublisherOptions) {
@@ -166,12 +191,15 @@ export class WalMetadataPublisher {
     for (let attempt = 1; !this.stopped; attempt++) {
       try {
         const kafka = await this.client();
-        await this.ensureTopic(kafka);
+        this.partition = await this.ensureTopic(kafka);
         const producer = kafka.producer({ allowAutoTopicCreation: false });
         await producer.connect();
         this.producer = producer;
         this.ready = true;
-        this.options.log.info({ topic: this.topic }, 'WAL metadata publisher connected');
+        this.options.log.info(
+          { topic: this.topic, partition: this.partition },
+          'WAL metadata publisher connected',
+        );
         return;
       } catch (error) {
         if (attempt === 1 || attempt % 10 === 0) {
@@ -185,29 +213,35 @@ export class WalMetadataPublisher {
     }
   }
 
-  private async ensureTopic(kafka: Kafka): Promise<void> {
+  /** Creates the topic when it is missing; returns the partition to write (metadataPartitionFor). */
+  private async ensureTopic(kafka: Kafka): Promise<number | undefined> {
     const admin = kafka.admin();
     await admin.connect();
     try {
       const existing = await admin.listTopics();
-      if (existing.includes(this.topic)) return;
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [
-          {
-            topic: this.topic,
-            numPartitions: this.options.partitions ?? 3,
-            replicationFactor: this.options.replicationFactor ?? 3,
-            configEntries: [
-              { name: 'retention.ms', value: String(this.options.retentionMs ?? 3_600_000) },
-              { name: 'cleanup.policy', value: 'delete' },
-            ],
-          },
-        ],
-      });
+      if (!existing.includes(this.topic)) await this.createTopic(admin);
+      const metadata = await admin.fetchTopicMetadata({ topics: [this.topic] });
+      return metadataPartitionFor(metadata.topics[0]?.partitions ?? [], this.options.brokerId);
     } finally {
       await admin.disconnect();
     }
+  }
+
+  private async createTopic(admin: ReturnType<Kafka['admin']>): Promise<void> {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        {
+          topic: this.topic,
+          numPartitions: this.options.partitions ?? 3,
+          replicationFactor: this.options.replicationFactor ?? 3,
+          configEntries: [
+            { name: 'retention.ms', value: String(this.options.retentionMs ?? 3_600_000) },
+            { name: 'cleanup.policy', value: 'delete' },
+          ],
+        },
+      ],
+    });
   }
 
   publish(piece: WalPiece): void {
@@ -233,9 +267,11 @@ export class WalMetadataPublisher {
     const pieces = this.queue;
     this.queue = [];
     this.inFlightPieces = pieces.length;
+    const partition = this.partition;
     const messages = groupPieces(pieces, this.options.brokerId).map((record) => ({
       key: `${record.topic}-${record.partition}`,
       value: JSON.stringify(record),
+      ...(partition === undefined ? {} : { partition }),
     }));
     this.sending = this.producer
       // GZIP (built into kafkajs): the JSON repeats its keys and the object names, and the
