@@ -18,8 +18,8 @@
  * Writes BENCH_OUT (default .runs/bench/replication.json):
  *   {"arms": {"stock"|"inline"|"wal"|"wal-moto": {mbps, p50_ms_1mbps, p99_ms_1mbps, p50_ms_5mbps,
  *    p99_ms_5mbps, sidecar_cpu_s_per_gb, peak_rss_mb, cross_zone_ratio, gets_per_object_per_follower,
- *    object_bytes_p50, linger_ms, and beside them sidecar_cpu_s_per_gb_by_phase and
- *    sidecar_cpu_ms_per_object_by_phase}}, "conditions": {...}, "rounds": [...], "steps_1mbps": {...}}
+ *    object_bytes_p50, linger_ms}}, "by_phase": {"<arm>": {sidecar_cpu_s_per_gb,
+ *    sidecar_cpu_ms_per_object}}, "conditions": {...}, "rounds": [...], "steps_1mbps": {...}}
  * (definitions in docs/benchmarks.md). Prints figures; asserts nothing. Needs root.
  *
  * Environment: BENCH_ROUNDS (2), BENCH_BYTES (256e6 per arm and round), BENCH_PHASE_SECONDS (20),
@@ -83,9 +83,10 @@ const SATURATION_RECORDS = Math.round(Number(process.env.BENCH_BYTES ?? 256e6) /
 const PHASE_SECONDS = Number(process.env.BENCH_PHASE_SECONDS ?? 20);
 const WARMUP_RECORDS = Math.round(Number(process.env.BENCH_WARMUP_BYTES ?? 64e6) / RECORD_SIZE);
 const WAL_LINGER_MS = Number(process.env.BENCH_WAL_LINGER_MS ?? 10);
-/** The WAL linger an arm's sidecars run with. */
-const lingerOf = (arm: ArmName) =>
-  isBaseline(arm) && BASELINE_WAL_LINGER_MS !== undefined ? BASELINE_WAL_LINGER_MS : WAL_LINGER_MS;
+/** The WAL linger a build's sidecars run with. */
+const lingerOfBuild = (build: 'current' | 'baseline') =>
+  build === 'baseline' && BASELINE_WAL_LINGER_MS !== undefined ? BASELINE_WAL_LINGER_MS : WAL_LINGER_MS;
+const lingerOf = (arm: ArmName) => lingerOfBuild(isBaseline(arm) ? 'baseline' : 'current');
 const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? 'stock,inline,wal,wal-moto')
   .split(',')
   .map((a) => a.trim())
@@ -549,7 +550,7 @@ class Bench {
         // Through the WAL whatever its objects cost: the arms measure the WAL at a fixed linger
         // (a cap on the default budget's), not the sealing policy's choice (make bench-cost does).
         '--topic-config=wal-*:mode=wal',
-        `--wal-linger-ms=${this.build === 'baseline' && BASELINE_WAL_LINGER_MS !== undefined ? BASELINE_WAL_LINGER_MS : WAL_LINGER_MS}`,
+        `--wal-linger-ms=${lingerOfBuild(this.build)}`,
         // A stopped sidecar exits soon (and writes its CPU profile) instead of draining for 10 s.
         '--drain-timeout-ms=2000',
       ],
@@ -790,9 +791,26 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
     p50_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p50Ms)),
     p99_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p99Ms)),
     sidecar_cpu_s_per_gb: arm === 'stock' ? null : round3(total((r) => r.sidecar_cpu_s ?? 0) / gb),
-    // Beside the arm's figure (every phase, settling included): the same per phase, since the
-    // fixed-rate phases pay per request and per object while saturation pays per byte.
-    sidecar_cpu_s_per_gb_by_phase:
+    peak_rss_mb: arm === 'stock' ? null : round3(Math.max(...rounds.map((r) => r.peak_rss_mb ?? 0))),
+    cross_zone_ratio:
+      stock.length > 0 ? Math.round((1e5 * crossPerGb(rounds)) / crossPerGb(stock)) / 1e5 : null,
+    gets_per_object_per_follower:
+      wal && objects > 0 ? round3(total((r) => r.object_gets ?? 0) / (objects * FOLLOWERS_PER_OBJECT)) : null,
+    object_bytes_p50: wal ? median(rounds.flatMap((r) => r.object_sizes)) : null,
+    linger_ms: wal ? lingerOf(arm) : null,
+  };
+}
+
+/**
+ * Beside the issue's figures (kept apart so that `arms` holds exactly the fields it names): the
+ * sidecars' CPU per phase, since the fixed-rate phases pay per request and per object while
+ * saturation pays per byte, and per object uploaded in the phase.
+ */
+function armPhases(arm: ArmName, rounds: readonly RoundResult[]) {
+  const total = (pick: (r: RoundResult) => number) => rounds.reduce((n, r) => n + pick(r), 0);
+  const wal = workloadOf(arm) === 'wal' || arm === 'wal-moto';
+  return {
+    sidecar_cpu_s_per_gb:
       arm === 'stock'
         ? null
         : Object.fromEntries(
@@ -801,7 +819,7 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
               round3(total((r) => r.sidecar_cpu_s_by_phase?.[phase] ?? 0) / (phaseGb * rounds.length)),
             ]),
           ),
-    sidecar_cpu_ms_per_object_by_phase: !wal
+    sidecar_cpu_ms_per_object: !wal
       ? null
       : Object.fromEntries(
           Object.keys(PHASE_GB).map((phase) => {
@@ -810,13 +828,6 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
             return [phase, count > 0 ? round3(cpuMs / count) : null];
           }),
         ),
-    peak_rss_mb: arm === 'stock' ? null : round3(Math.max(...rounds.map((r) => r.peak_rss_mb ?? 0))),
-    cross_zone_ratio:
-      stock.length > 0 ? Math.round((1e5 * crossPerGb(rounds)) / crossPerGb(stock)) / 1e5 : null,
-    gets_per_object_per_follower:
-      wal && objects > 0 ? round3(total((r) => r.object_gets ?? 0) / (objects * FOLLOWERS_PER_OBJECT)) : null,
-    object_bytes_p50: wal ? median(rounds.flatMap((r) => r.object_sizes)) : null,
-    linger_ms: wal ? lingerOf(arm) : null,
   };
 }
 
@@ -905,6 +916,15 @@ async function main(): Promise<void> {
       ),
     ]),
   );
+  const byPhase = Object.fromEntries(
+    ARMS.map((arm) => [
+      arm,
+      armPhases(
+        arm,
+        results.filter((r) => r.arm === arm),
+      ),
+    ]),
+  );
   const steps = Object.fromEntries(
     ARMS.flatMap((arm) => {
       const s = armSteps(results.filter((r) => r.arm === arm));
@@ -931,7 +951,7 @@ async function main(): Promise<void> {
   mkdirSync(path.dirname(OUT), { recursive: true });
   writeFileSync(
     OUT,
-    `${JSON.stringify({ arms, conditions, steps_1mbps: steps, rounds: results.map(({ object_sizes, ...r }) => ({ ...r, object_sizes_count: object_sizes.length })) }, null, 2)}\n`,
+    `${JSON.stringify({ arms, by_phase: byPhase, conditions, steps_1mbps: steps, rounds: results.map(({ object_sizes, ...r }) => ({ ...r, object_sizes_count: object_sizes.length })) }, null, 2)}\n`,
   );
 
   console.log(`\nKafka ${bench?.version}; ${JSON.stringify(conditions)}`);
