@@ -406,11 +406,16 @@ export class FetchStripFilter implements FrameFilter {
           inline('requestedInline', records.length);
           continue;
         }
-        if (offWal === 'topicNotInWal' || offWal === 'modeInline') {
+        if (
+          offWal === 'topicNotInWal' ||
+          offWal === 'modeInline' ||
+          (offWal === 'groupInline' && !this.deps.index.mayHold(name, partition.partitionIndex))
+        ) {
           // The index never holds these batches (a topic off the WAL is not copied, a mode=inline
-          // one is stored but not indexed): counted from their headers, never looked up. In an
-          // inline replication sidecar that lookup, per batch and per follower, was most of the
-          // strip's work (issue #13's profile).
+          // one is stored but not indexed, a quiet mode=auto partition's group has copied none of
+          // it lately): counted from their headers, never looked up. In an inline replication
+          // sidecar that lookup, per batch and per follower, was most of the strip's work (issue
+          // #13's profile); a mode=auto topic that went inline must cost no more (issue #14).
           const counted = countHeaders(records);
           if (counted === undefined) inline(offWal, records.length);
           else {

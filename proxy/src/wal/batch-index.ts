@@ -155,6 +155,8 @@ export class WalBatchIndex {
   #oldestSeq = 0;
   readonly #partitions = new Map<string, Map<number, number>>();
   #partitionCount = 0;
+  /** Per interned partition, the sequence number of its newest entry. */
+  readonly #newestOfPartition: number[] = [];
   readonly #objects = new Map<number, ObjectRecord>();
   readonly #objectIds = new Map<string, number>();
   #nextObjectId = 0;
@@ -202,6 +204,7 @@ export class WalBatchIndex {
     const i = seq - chunk.number * this.#chunkSize;
     chunk.lastAddedAtMs = now;
     const tp = this.#internPartition(topic, partition);
+    this.#newestOfPartition[tp] = seq;
     const crc = batch.readUInt32BE(STABLE_HEADER_START);
     chunk.header.set(batch.subarray(STABLE_HEADER_START, RECORD_BATCH_HEADER_SIZE), i * STABLE_HEADER_SIZE);
     chunk.digest.set(bodyDigest(batch), i * DIGEST_SIZE);
@@ -258,6 +261,17 @@ export class WalBatchIndex {
       seq -= back;
     }
     return false;
+  }
+
+  /**
+   * Whether the index may hold a batch of this partition: false when it never held one, or its
+   * newest has left the ring — every lookup of the partition would miss. O(1), so that a caller
+   * can skip walking batches it would only look up in vain (entries past their age may still
+   * answer true).
+   */
+  mayHold(topic: string, partition: number): boolean {
+    const tp = this.#partitionId(topic, partition);
+    return tp !== undefined && this.#newestOfPartition[tp]! >= this.#oldestSeq;
   }
 
   lookup(topic: string, partition: number, batch: RecordBatch): IndexMatch {

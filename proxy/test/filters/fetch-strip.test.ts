@@ -977,6 +977,78 @@ describe('FetchStripFilter inline reasons under the sealing policy', () => {
   });
 });
 
+describe('FetchStripFilter, a mode=auto topic whose group replicates inline', () => {
+  it('never looks up a partition of which the index holds nothing, and still references what it holds', async () => {
+    // Given wal-auto (mode=auto, budget 50 ms) whose budget group replicates inline, and an index
+    // holding one stored batch of its partition 0 and nothing of partition 1
+    const names = new Map([[TOPIC_ID, 'wal-auto']]);
+    const policy = new TopicPolicy(
+      {
+        wal: false,
+        latencyBudgetMs: 50,
+        targetBytes: 400_000,
+        durableAck: false,
+        mode: 'auto',
+        maxHoldMs: 0,
+        zoneLocal: false,
+      },
+      [{ pattern: 'wal-*', settings: { wal: true } }],
+    );
+    const index = new WalBatchIndex();
+    const lookedUp: number[] = [];
+    const lookup = index.lookup.bind(index);
+    index.lookup = (topic, partition, batch) => {
+      lookedUp.push(partition);
+      return lookup(topic, partition, batch);
+    };
+    const held = sampleBatch(0n, 2, 50, 1);
+    index.add(
+      'wal-auto',
+      0,
+      held,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: held.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    await Promise.resolve();
+    const filter = new FetchStripFilter({
+      index,
+      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
+      maxHoldMs: 0,
+      policy,
+      sealing: { currentMode: () => 'inline' },
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    const quiet = Buffer.concat([
+      asStored(sampleBatch(0n, 2, 50, 2), 0n),
+      asStored(sampleBatch(0n, 1, 30, 3), 2n),
+    ]);
+    const { body } = fetchResponse(asStored(held, 0n));
+    const template = body.responses[0]!.partitions[0]!;
+    body.responses[0]!.partitions.push({ ...template, partitionIndex: 1, records: quiet });
+    const i = info();
+    filter.onRequest(i, fetchRequest([]));
+    // When a marked fetch gets the held batch of partition 0 and two batches of partition 1
+    await filter.onResponse(
+      i,
+      frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]),
+    );
+    // Then partition 0's batch is referenced, partition 1's are counted as groupInline from their
+    // headers, and only partition 0 was looked up
+    expect(filter.stats.referencesSent).toBe(1);
+    expect(filter.stats.inline).toMatchObject({ groupInline: 2 });
+    expect(filter.stats.inlineBytesByReason.groupInline).toBe(quiet.length);
+    expect(lookedUp).toEqual([0]);
+  });
+});
+
 describe('FetchStripFilter and tracing', () => {
   const upload = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1 };
 

@@ -76,6 +76,21 @@ describe('WalBatchIndex bounds', () => {
     expect(index.rewrittenByBroker('t', 0, inLog(batches[0]!, 5n))).toBe(false);
   });
 
+  it('says whether it may hold a batch of a partition: never for one it never held, nor once its newest left the ring', async () => {
+    // Given an index of at most 100 entries holding a batch of partition 0 only
+    const index = new WalBatchIndex({ maxEntries: 100 });
+    index.add('t', 0, distinct(0), stored('o', 100));
+    // Then it may hold partition 0, and holds nothing of partition 1 or of another topic
+    expect(index.mayHold('t', 0)).toBe(true);
+    expect(index.mayHold('t', 1)).toBe(false);
+    expect(index.mayHold('u', 0)).toBe(false);
+    // When 1,000 batches of partition 1 push partition 0's out of the ring
+    for (let n = 1; n <= 1_000; n++) index.add('t', 1, distinct(n), stored('o', 100));
+    // Then partition 0 is held no more, partition 1 is
+    expect(index.mayHold('t', 0)).toBe(false);
+    expect(index.mayHold('t', 1)).toBe(true);
+  });
+
   it('drops entries older than maxAgeMs: a follower that far behind gets inline bytes', async () => {
     let now = 0;
     const index = new WalBatchIndex({ maxAgeMs: 1_000, now: () => now });
