@@ -15,9 +15,9 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
 import { withAdmin } from '../src/clients/kafkajs.js';
-import { CONTROLLER_ID, KafkaCluster } from '../src/cluster/kafka-cluster.js';
+import { KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
-import { ManagedProcess } from '../src/cluster/process.js';
+import type { ManagedProcess } from '../src/cluster/process.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /**
@@ -50,17 +50,6 @@ async function main(): Promise<void> {
   let pipe: ManagedProcess | undefined;
   try {
     const p = cluster.ports;
-    // The bare pipe takes over every port sidecar 1 listens on, each to the same upstream.
-    // Shared-loopback layout: sidecar N hosts its client and replication ingresses and the egress
-    // for its own id, which the other brokers' fetchers dial (kafka-cluster.ts).
-    const pairs = [
-      `${p.sidecarClient(BROKER)}=127.0.0.1:${p.brokerClient(BROKER)}`,
-      `${p.sidecarReplication(BROKER)}=127.0.0.1:${p.brokerReplication(BROKER)}`,
-      `${p.egress(BROKER)}=127.0.0.1:${p.sidecarReplication(BROKER)}`,
-      // The broker reaches the controller through its sidecar (fate sharing): without this pair
-      // it would be cut off, fenced, and lose its partitions' leadership.
-      `${p.sidecarControllerBase(BROKER, CONTROLLER_ID) + CONTROLLER_ID}=127.0.0.1:${p.controller}`,
-    ];
     /** The sidecar build on broker 1's ports now; undefined while the bare pipe holds them. */
     let sidecarBuild: Arm | undefined = 'walproxy';
     const useArm = async (arm: Arm): Promise<number> => {
@@ -68,13 +57,8 @@ async function main(): Promise<void> {
         if (!pipe) {
           await cluster.stopSidecar(BROKER);
           sidecarBuild = undefined;
-          pipe = new ManagedProcess(
-            'bare-pipe',
-            process.execPath,
-            ['--import', 'tsx', path.join(repoRoot(), 'e2e', 'bench', 'bare-pipe.ts'), ...pairs],
-            path.join(cluster.workDir, 'bare-pipe.log'),
-          );
-          await pipe.waitForOutput(/bare pipe ready/, 30_000);
+          // Every address sidecar 1 listens on, each to the same upstream (kafka-cluster.ts).
+          pipe = await cluster.startBarePipe(BROKER);
         }
         return pipe.pid!;
       }

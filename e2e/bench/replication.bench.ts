@@ -7,6 +7,9 @@
  *   wal       WAL topic, store = versitygw behind the store front with S3 Express One Zone-like
  *             first-byte latency (e2e/src/s3/store-front.ts)
  *   wal-moto  WAL topic, store = moto (Python, closes every connection)
+ *   bare-pipe the inline arm's workload with each sidecar replaced by a bare Node `socket.pipe()`
+ *             relay on the same addresses (e2e/src/cluster/bare-pipe.ts): what relaying alone
+ *             costs in this topology, the floor of the sidecars' CPU
  * Rounds run the arms forward, then backward (ABBA…), so drift of the shared machine's load falls
  * on every arm alike. Each zone writes its own bucket; followers read the leader's zone bucket.
  *
@@ -23,7 +26,7 @@
  * (definitions in docs/benchmarks.md). Prints figures; asserts nothing. Needs root.
  *
  * Environment: BENCH_ROUNDS (2), BENCH_BYTES (256e6 per arm and round), BENCH_PHASE_SECONDS (20),
- * BENCH_ARMS (stock,inline,wal,wal-moto), BENCH_WARMUP_BYTES (64e6 per cluster start),
+ * BENCH_ARMS (stock,inline,wal,wal-moto,bare-pipe), BENCH_WARMUP_BYTES (64e6 per cluster start),
  * BENCH_WAL_LINGER_MS (10), BENCH_BROKER_PROPS (k=v,k=v: extra broker properties, e.g.
  * replica.fetch.min.bytes), BENCH_OUT; BENCH_REQUEST_LOG=1: the brokers' request log (DEBUG) during
  * every 1 MB/s phase, summarized (Produce and follower Fetch times at the leaders; costs CPU); SIDECAR_CPU_PROF_DIR=<dir>: a CPU profile of every sidecar
@@ -37,6 +40,7 @@ import { type ProducerPerfResult, producerPerf, runKafkaTool } from '../src/clie
 import { createTopic } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
+import type { ManagedProcess } from '../src/cluster/process.js';
 import { walSidecarEnv, zonalStoreFlags } from '../src/cluster/wal-settings.js';
 import {
   crossZoneBytes,
@@ -53,7 +57,15 @@ import { type StoreFront, startStoreFront } from '../src/s3/store-front.js';
 import { startVersitygw } from '../src/s3/versitygw.js';
 import { formatSummary, type ProfiledArm, profileFiles, readProfiles, summarize } from './profile-summary.js';
 
-const ARM_NAMES = ['stock', 'inline', 'wal', 'wal-moto', 'inline-baseline', 'wal-baseline'] as const;
+const ARM_NAMES = [
+  'stock',
+  'inline',
+  'wal',
+  'wal-moto',
+  'bare-pipe',
+  'inline-baseline',
+  'wal-baseline',
+] as const;
 type ArmName = (typeof ARM_NAMES)[number];
 /**
  * BENCH_BASELINE=<sidecar entry> (an older commit's bundle copied aside) is what the
@@ -87,7 +99,7 @@ const WAL_LINGER_MS = Number(process.env.BENCH_WAL_LINGER_MS ?? 10);
 const lingerOfBuild = (build: 'current' | 'baseline') =>
   build === 'baseline' && BASELINE_WAL_LINGER_MS !== undefined ? BASELINE_WAL_LINGER_MS : WAL_LINGER_MS;
 const lingerOf = (arm: ArmName) => lingerOfBuild(isBaseline(arm) ? 'baseline' : 'current');
-const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? 'stock,inline,wal,wal-moto')
+const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? 'stock,inline,wal,wal-moto,bare-pipe')
   .split(',')
   .map((a) => a.trim())
   .filter((a): a is ArmName => {
@@ -468,6 +480,8 @@ class Bench {
   /** Which sidecar build runs: this commit's, or BENCH_BASELINE. */
   build: 'current' | 'baseline' = 'current';
   version = '';
+  /** The bare pipes on the sidecars' addresses while the bare-pipe arm runs (the sidecars stopped). */
+  pipes: Map<number, ManagedProcess> | undefined;
   #warmups = 0;
 
   constructor(
@@ -482,6 +496,8 @@ class Bench {
 
   /** Brings up what `arm` runs on: the stock cluster, or the walproxy one on the arm's store. */
   async ready(arm: ArmName, profileDir: string | undefined): Promise<void> {
+    // Before a stock arm the whole cluster stops (the pipes with it).
+    if (this.pipes && arm !== 'bare-pipe' && arm !== 'stock') await this.#sidecarsBack();
     const kind = arm === 'stock' ? 'stock' : 'walproxy';
     const store = this.storeOf(arm);
     const build = isBaseline(arm) ? 'baseline' : 'current';
@@ -508,7 +524,15 @@ class Bench {
       await this.restartSidecars();
       await this.#warmUp(Math.round(WARMUP_RECORDS / 2));
     }
-    if (profileDir !== undefined && kind === 'walproxy') {
+    if (arm === 'bare-pipe' && !this.pipes) {
+      const c = this.cluster!;
+      console.error('[bench] replacing the sidecars by bare pipes');
+      await Promise.all(BROKER_IDS.map((id) => c.stopSidecar(id)));
+      this.pipes = new Map();
+      for (const id of BROKER_IDS) this.pipes.set(id, await c.startBarePipe(id));
+      await this.#warmUp(Math.round(WARMUP_RECORDS / 2));
+    }
+    if (profileDir !== undefined && kind === 'walproxy' && !this.pipes) {
       mkdirSync(profileDir, { recursive: true });
       process.env.SIDECAR_CPU_PROF_DIR = profileDir;
       try {
@@ -522,6 +546,15 @@ class Bench {
   /** Ends the profiled sidecars of an arm (they write their profiles) and starts unprofiled ones. */
   async endProfile(): Promise<void> {
     await this.restartSidecars();
+  }
+
+  /** Stops the bare pipes and starts the sidecars again on their addresses. */
+  async #sidecarsBack(): Promise<void> {
+    const pipes = this.pipes!;
+    this.pipes = undefined;
+    await Promise.all([...pipes.values()].map((p) => p.stop()));
+    const c = this.cluster!;
+    await Promise.all(BROKER_IDS.map((id) => c.startSidecar(id)));
   }
 
   async restartSidecars(): Promise<void> {
@@ -577,6 +610,9 @@ class Bench {
     if (!c) return;
     this.cluster = undefined;
     this.kind = undefined;
+    const pipes = this.pipes;
+    this.pipes = undefined;
+    await Promise.all([...(pipes?.values() ?? [])].map((p) => p.stop()));
     // The sidecars first, each with the time to write a CPU profile; then the brokers.
     await Promise.all(BROKER_IDS.map((id) => c.stopSidecar(id)));
     await c.stop();
@@ -622,7 +658,13 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
   for (const topic of Object.values(topics)) await createTopic(bootstrap, topic, { partitions: PARTITIONS });
   const wal = bench.storeOf(arm);
   const server = wal === 'moto' ? stores.moto : wal === 'versitygw' ? stores.versitygw : undefined;
-  const sidecarPids = c.withSidecars ? BROKER_IDS.map((id) => c.sidecars.get(id)!.pid!) : [];
+  // The relays in front of the brokers: the sidecars, or the bare pipes in their place.
+  const pipes = bench.pipes;
+  const sidecarPids = pipes
+    ? BROKER_IDS.map((id) => pipes.get(id)!.pid!)
+    : c.withSidecars
+      ? BROKER_IDS.map((id) => c.sidecars.get(id)!.pid!)
+      : [];
   const brokerPids = BROKER_IDS.map((id) => c.brokers.get(id)!.pid!);
   const storePids: Record<string, number> = {
     'store front': stores.front.pid,
@@ -631,7 +673,7 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
   };
   const cpu = (pids: readonly number[]) => pids.reduce((n, pid) => n + processCpuSeconds(pid), 0);
   const counters = async () =>
-    c.withSidecars ? Promise.all(BROKER_IDS.map((id) => c.sidecarCounters(id))) : undefined;
+    c.withSidecars && !pipes ? Promise.all(BROKER_IDS.map((id) => c.sidecarCounters(id))) : undefined;
 
   const loadStart = loadAverage();
   const objectsBefore = server ? await walObjects(server) : undefined;
@@ -881,7 +923,7 @@ async function main(): Promise<void> {
       const order = round % 2 === 0 ? ARMS : [...ARMS].reverse();
       for (const arm of order) {
         const profileDir =
-          PROFILE_DIR !== undefined && arm !== 'stock'
+          PROFILE_DIR !== undefined && arm !== 'stock' && arm !== 'bare-pipe'
             ? path.resolve(PROFILE_DIR, `${arm}-r${round}`)
             : undefined;
         await bench.ready(arm, profileDir);

@@ -436,6 +436,51 @@ export class KafkaCluster {
     ];
   }
 
+  /**
+   * Every `listen=upstream` pair sidecar `id` relays, as bare-pipe.ts takes them: its client and
+   * replication ingresses, an egress per broker it dials (forwarding to that broker's replication
+   * ingress) and, with fate sharing, the controller path. What a bare pipe needs to stand in for
+   * the sidecar on the same addresses.
+   */
+  barePipePairs(id: number): string[] {
+    const p = this.ports;
+    const pod = this.podAddress(id);
+    const layout = this.options.zones ? 'pod-namespace' : 'shared-namespace';
+    return [
+      `${pod}:${p.sidecarClient(id)}=127.0.0.1:${p.brokerClient(id)}`,
+      `${pod}:${p.sidecarReplication(id)}=127.0.0.1:${p.brokerReplication(id)}`,
+      ...egressBrokerIds(layout, id, BROKER_IDS).map(
+        (peer) => `127.0.0.1:${p.egress(peer)}=${this.podAddress(peer)}:${p.sidecarReplication(peer)}`,
+      ),
+      // Without this pair the broker would be cut off from its controller, fenced, and lose its
+      // partitions' leadership.
+      ...(this.controllerThroughSidecar
+        ? this.controllerVoters.map(
+            (v) => `127.0.0.1:${p.sidecarControllerBase(id, CONTROLLER_ID) + v.id}=${v.address}`,
+          )
+        : []),
+    ];
+  }
+
+  /**
+   * A bare `socket.pipe()` relay (bare-pipe.ts) on sidecar `id`'s addresses, in its pod: stop the
+   * sidecar first. For the benchmarks' floor arms; it has no admin endpoint.
+   */
+  async startBarePipe(id: number): Promise<ManagedProcess> {
+    const pipe = new ManagedProcess(
+      `bare-pipe-${id}`,
+      ...this.placed(id, process.execPath, [
+        '--import',
+        'tsx',
+        path.join(repoRoot(), 'e2e', 'src', 'cluster', 'bare-pipe.ts'),
+        ...this.barePipePairs(id),
+      ]),
+      path.join(this.workDir, `bare-pipe-${id}.log`),
+    );
+    await pipe.waitForOutput(/bare pipe ready/, 30_000);
+    return pipe;
+  }
+
   async startSidecar(id: number): Promise<void> {
     const logDir = path.join(this.workDir, `sidecar-${id}`);
     mkdirSync(logDir, { recursive: true });
