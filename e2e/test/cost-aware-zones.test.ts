@@ -1,6 +1,6 @@
 import { DEFAULT_PRICES, type ObjectStore, objectEconomics, openObjectStore } from '@walproxy/proxy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consumerPerf, type ProducerPerfResult, producerPerf } from '../src/clients/java-tools.js';
+import { consumerPerf, type ProducerPerfResult, producerPerfAtRate } from '../src/clients/java-tools.js';
 import { createTopic } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
@@ -212,14 +212,14 @@ describe('cost-aware replication across three zones', () => {
           const records = Math.round((mbps * 1e6 * seconds) / RECORD_SIZE);
           const before = await costSnapshot(adminUrls, zones);
           const walBefore = await walCounters(c);
-          const perf = await producerPerf({
+          const perf = await producerPerfAtRate({
             bootstrap,
             topic,
-            records,
+            mbps,
+            seconds,
             recordSize: RECORD_SIZE,
-            throughput: (mbps * 1e6) / RECORD_SIZE,
             props: { 'linger.ms': 5, 'batch.size': 262_144 },
-            timeoutMs: 6 * seconds * 1000,
+            timeoutFactor: 6,
           });
           expect(perf.records).toBe(records);
           produced += arm === 'walproxy' ? records : 0;

@@ -146,7 +146,7 @@ export function parseProducerPerf(stdout: string): ProducerPerfResult {
   };
 }
 
-export async function producerPerf(opts: {
+export interface ProducerPerfOptions {
   bootstrap: string;
   topic: string;
   records: number;
@@ -158,7 +158,30 @@ export async function producerPerf(opts: {
   netns?: string;
   /** `--print-metrics`: the client's own timings (queue time, request latency per node...). */
   printMetrics?: boolean;
-}): Promise<ProducerPerfResult> {
+}
+
+/**
+ * ProducerPerformance paced at `mbps` (10⁶ bytes a second) for `seconds`: the record count and
+ * the records-per-second throttle derived from the record size; it may take up to
+ * `timeoutFactor` × `seconds` (default 20) before it is killed.
+ */
+export function producerPerfAtRate(
+  opts: Omit<ProducerPerfOptions, 'records' | 'throughput' | 'timeoutMs'> & {
+    mbps: number;
+    seconds: number;
+    timeoutFactor?: number;
+  },
+): Promise<ProducerPerfResult> {
+  const { mbps, seconds, timeoutFactor = 20, ...rest } = opts;
+  return producerPerf({
+    ...rest,
+    records: Math.round((mbps * 1e6 * seconds) / opts.recordSize),
+    throughput: (mbps * 1e6) / opts.recordSize,
+    timeoutMs: timeoutFactor * seconds * 1000,
+  });
+}
+
+export async function producerPerf(opts: ProducerPerfOptions): Promise<ProducerPerfResult> {
   const props = { 'bootstrap.servers': opts.bootstrap, acks: 'all', ...opts.props };
   const result = await runKafkaTool(
     'org.apache.kafka.tools.ProducerPerformance',
