@@ -920,42 +920,57 @@ describe('FetchStripFilter, topics the index never holds', () => {
   });
 });
 
+/** Topics as `rules` say, mode=auto with a 50 ms budget unless a rule says otherwise. */
+function autoPolicy(rules: ConstructorParameters<typeof TopicPolicy>[1]): TopicPolicy {
+  return new TopicPolicy(
+    {
+      wal: false,
+      latencyBudgetMs: 50,
+      targetBytes: 400_000,
+      durableAck: false,
+      mode: 'auto',
+      maxHoldMs: 0,
+      zoneLocal: false,
+    },
+    rules,
+  );
+}
+
+/** A strip whose sealing policy keeps each budget group in `modeOf(budgetMs)`. */
+function sealingStrip(
+  index: WalBatchIndex,
+  names: ReadonlyMap<string, string>,
+  policy: TopicPolicy,
+  modeOf: (budgetMs: number) => 'wal' | 'inline' | undefined,
+): FetchStripFilter {
+  return new FetchStripFilter({
+    index,
+    topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
+    maxHoldMs: 0,
+    policy,
+    sealing: { currentMode: modeOf },
+    storeUrl: STORE,
+    log: createLogger('silent'),
+  });
+}
+
 describe('FetchStripFilter inline reasons under the sealing policy', () => {
   it('counts a mode=auto topic’s missing batches as groupInline while its budget group replicates inline, as notInWal while it goes through the WAL', async () => {
     // Given wal-auto (mode=auto, budget 50 ms), wal-acked (mode=auto, durable ack, budget 25 ms)
     // and wal-busy (mode=auto, budget 100 ms); groups 50 and 25 inline, group 100 in the WAL
     const ids = { 'wal-auto': TOPIC_ID, 'wal-acked': 'bb'.repeat(16), 'wal-busy': 'cc'.repeat(16) };
     const names = new Map(Object.entries(ids).map(([name, id]) => [id, name]));
-    const policy = new TopicPolicy(
-      {
-        wal: false,
-        latencyBudgetMs: 50,
-        targetBytes: 400_000,
-        durableAck: false,
-        mode: 'auto',
-        maxHoldMs: 0,
-        zoneLocal: false,
-      },
-      [
-        { pattern: 'wal-*', settings: { wal: true } },
-        { pattern: 'wal-acked', settings: { durableAck: true, latencyBudgetMs: 25 } },
-        { pattern: 'wal-busy', settings: { latencyBudgetMs: 100 } },
-      ],
-    );
+    const policy = autoPolicy([
+      { pattern: 'wal-*', settings: { wal: true } },
+      { pattern: 'wal-acked', settings: { durableAck: true, latencyBudgetMs: 25 } },
+      { pattern: 'wal-busy', settings: { latencyBudgetMs: 100 } },
+    ]);
     const modes = new Map<number, 'wal' | 'inline'>([
       [50, 'inline'],
       [25, 'inline'],
       [100, 'wal'],
     ]);
-    const filter = new FetchStripFilter({
-      index: new WalBatchIndex(),
-      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
-      maxHoldMs: 0,
-      policy,
-      sealing: { currentMode: (budgetMs: number) => modes.get(budgetMs) },
-      storeUrl: STORE,
-      log: createLogger('silent'),
-    });
+    const filter = sealingStrip(new WalBatchIndex(), names, policy, (budgetMs) => modes.get(budgetMs));
     const batchOf = (seed: number) => asStored(sampleBatch(0n, 2, 50, seed), 0n);
     const { body } = fetchResponse(batchOf(1));
     const template = body.responses[0]!.partitions[0]!;
@@ -982,18 +997,7 @@ describe('FetchStripFilter, a mode=auto topic whose group replicates inline', ()
     // Given wal-auto (mode=auto, budget 50 ms) whose budget group replicates inline, and an index
     // holding one stored batch of its partition 0 and nothing of partition 1
     const names = new Map([[TOPIC_ID, 'wal-auto']]);
-    const policy = new TopicPolicy(
-      {
-        wal: false,
-        latencyBudgetMs: 50,
-        targetBytes: 400_000,
-        durableAck: false,
-        mode: 'auto',
-        maxHoldMs: 0,
-        zoneLocal: false,
-      },
-      [{ pattern: 'wal-*', settings: { wal: true } }],
-    );
+    const policy = autoPolicy([{ pattern: 'wal-*', settings: { wal: true } }]);
     const index = new WalBatchIndex();
     const lookedUp: number[] = [];
     const lookup = index.lookup.bind(index);
@@ -1017,15 +1021,7 @@ describe('FetchStripFilter, a mode=auto topic whose group replicates inline', ()
       ),
     );
     await Promise.resolve();
-    const filter = new FetchStripFilter({
-      index,
-      topicNames: { nameOf: (id: string) => names.get(id), isUnknown: () => false } as unknown as TopicNames,
-      maxHoldMs: 0,
-      policy,
-      sealing: { currentMode: () => 'inline' },
-      storeUrl: STORE,
-      log: createLogger('silent'),
-    });
+    const filter = sealingStrip(index, names, policy, () => 'inline');
     const quiet = Buffer.concat([
       asStored(sampleBatch(0n, 2, 50, 2), 0n),
       asStored(sampleBatch(0n, 1, 30, 3), 2n),
