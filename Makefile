@@ -164,8 +164,9 @@ bench-pass-through: build kafka
 bench-zone-local: build kafka system-deps versitygw
 	npx tsx e2e/bench/zone-local.bench.ts
 
-# stock / sidecar inline / WAL on versitygw with S3 Express-like latency / WAL on moto, interleaved
-# in one run on the three-zone network (root; ~15 min here), written to .runs/bench/replication.json
+# stock / sidecar inline / WAL on versitygw with S3 Express-like latency / WAL on moto / a bare
+# Node pipe in the sidecars' place (the relaying floor), interleaved in one run on the three-zone
+# network (root; ~16 min here), written to .runs/bench/replication.json
 # (issue #13). Bounded by BENCH_ROUNDS, BENCH_BYTES, BENCH_PHASE_SECONDS (docs/benchmarks.md).
 bench-replication: build kafka system-deps versitygw
 	npx tsx e2e/bench/replication.bench.ts
