@@ -21,7 +21,8 @@
  * Writes BENCH_OUT (default .runs/bench/replication.json):
  *   {"arms": {"stock"|"inline"|"wal"|"wal-moto": {mbps, p50_ms_1mbps, p99_ms_1mbps, p50_ms_5mbps,
  *    p99_ms_5mbps, sidecar_cpu_s_per_gb, peak_rss_mb, cross_zone_ratio, gets_per_object_per_follower,
- *    object_bytes_p50, linger_ms}}, "by_phase": {"<arm>": {sidecar_cpu_s_per_gb,
+ *    object_bytes_p50, linger_ms}}, "other_arms": {"bare-pipe"|"inline-baseline"|"wal-baseline": the
+ *    same fields}, "by_phase": {"<arm>": {sidecar_cpu_s_per_gb,
  *    sidecar_cpu_ms_per_object}}, "conditions": {...}, "rounds": [...], "steps_1mbps": {...}}
  * (definitions in docs/benchmarks.md). Prints figures; asserts nothing. Needs root.
  *
@@ -88,6 +89,9 @@ const BASELINE_WAL_LINGER_MS =
 const workloadOf = (arm: ArmName): Exclude<ArmName, 'inline-baseline' | 'wal-baseline'> =>
   arm === 'inline-baseline' ? 'inline' : arm === 'wal-baseline' ? 'wal' : arm;
 const isBaseline = (arm: ArmName) => arm !== workloadOf(arm);
+/** The arms issue #13 names, the only ones in the JSON's `arms`. */
+const ISSUE_ARMS: readonly string[] = ['stock', 'inline', 'wal', 'wal-moto'];
+const isIssueArm = (arm: string) => ISSUE_ARMS.includes(arm);
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const RECORD_SIZE = 512;
@@ -948,7 +952,7 @@ async function main(): Promise<void> {
     zones.remove();
   }
 
-  const arms = Object.fromEntries(
+  const figures = Object.fromEntries(
     ARMS.map((arm) => [
       arm,
       armFigures(
@@ -958,6 +962,9 @@ async function main(): Promise<void> {
       ),
     ]),
   );
+  // `arms` holds exactly the arms issue #13 names; the floor and baseline arms sit beside it.
+  const arms = Object.fromEntries(Object.entries(figures).filter(([arm]) => isIssueArm(arm)));
+  const otherArms = Object.fromEntries(Object.entries(figures).filter(([arm]) => !isIssueArm(arm)));
   const byPhase = Object.fromEntries(
     ARMS.map((arm) => [
       arm,
@@ -993,7 +1000,7 @@ async function main(): Promise<void> {
   mkdirSync(path.dirname(OUT), { recursive: true });
   writeFileSync(
     OUT,
-    `${JSON.stringify({ arms, by_phase: byPhase, conditions, steps_1mbps: steps, rounds: results.map(({ object_sizes, ...r }) => ({ ...r, object_sizes_count: object_sizes.length })) }, null, 2)}\n`,
+    `${JSON.stringify({ arms, other_arms: otherArms, by_phase: byPhase, conditions, steps_1mbps: steps, rounds: results.map(({ object_sizes, ...r }) => ({ ...r, object_sizes_count: object_sizes.length })) }, null, 2)}\n`,
   );
 
   console.log(`\nKafka ${bench?.version}; ${JSON.stringify(conditions)}`);
@@ -1002,7 +1009,7 @@ async function main(): Promise<void> {
   );
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   const show = (v: number | null, digits = 1) => (v === null ? '-' : v.toFixed(digits));
-  for (const [arm, a] of Object.entries(arms)) {
+  for (const [arm, a] of Object.entries(figures)) {
     console.log(
       `| ${arm} | ${show(a.mbps)} | ${show(a.p50_ms_1mbps, 0)} / ${show(a.p99_ms_1mbps, 0)} | ${show(a.p50_ms_5mbps, 0)} / ${show(a.p99_ms_5mbps, 0)} | ${show(a.sidecar_cpu_s_per_gb)} | ${show(a.peak_rss_mb, 0)} | ${a.cross_zone_ratio === null ? '-' : `${(100 * a.cross_zone_ratio).toFixed(2)} %`} | ${show(a.gets_per_object_per_follower, 2)} | ${a.object_bytes_p50 === null ? '-' : (a.object_bytes_p50 / 1000).toFixed(0)} | ${a.linger_ms ?? '-'} |`,
     );
