@@ -1,7 +1,12 @@
 import { describe, expect, inject, it } from 'vitest';
 import { consumerPerf, javaProtocolVersions, producerPerf } from '../src/clients/java-tools.js';
 import { createTopic } from '../src/clients/kafkajs.js';
-import { type CounterSnapshot, counterDelta, counterSnapshot } from '../src/cluster/cluster-info.js';
+import {
+  type CounterSnapshot,
+  counterDelta,
+  counterSnapshot,
+  walPublishingIdle,
+} from '../src/cluster/cluster-info.js';
 
 const TOPIC = 'e2e-java-perf';
 const RECORDS = 200_000;
@@ -24,11 +29,22 @@ function requestsBetween(
   return out;
 }
 
+/** The share of the requests of one API (`prefix`, 'Produce v') that came in version `key`. */
+function shareOf(requests: Record<string, number>, prefix: string, key: string): number {
+  const all = Object.entries(requests)
+    .filter(([k]) => k.startsWith(prefix))
+    .reduce((sum, [, n]) => sum + n, 0);
+  return all === 0 ? 0 : (requests[key] ?? 0) / all;
+}
+
 describe('Java perf tools through the sidecars', () => {
   it('ProducerPerformance and ConsumerPerformance move every record with the newest Produce and Fetch', async () => {
     const cluster = inject('cluster');
     await createTopic(cluster.bootstrap, TOPIC, { partitions: 3 });
-    // Counted from here: the shared cluster's counters hold every file that ran before
+    // Counted from here: the shared cluster's counters hold every file that ran before, and the
+    // sidecars' own metadata producers (kafkajs, through the client listeners) may still be
+    // publishing what the file before wrote to the WAL
+    await walPublishingIdle(cluster);
     const beforeProduce = await counterSnapshot(cluster);
 
     // When the Java producer (newest Produce version) writes 200,000 records with acks=all
@@ -56,9 +72,14 @@ describe('Java perf tools through the sidecars', () => {
     console.info(
       `[java-perf-tools] Kafka ${cluster.kafkaVersion}: while producing, client ingress ${JSON.stringify(producing)}, replication ingress ${JSON.stringify(replicating)}; while consuming, client ingress ${JSON.stringify(consuming)}`,
     );
+    // (a share, not "the only version": the sidecars' own kafkajs metadata producers and a Java
+    // client's request sent before it knew a new topic's id (Produce v12 on 4.1+) are other
+    // clients' choices, seen once in CI; a sidecar capping the version would leave the newest 0 %)
     const produceKey = `Produce v${expected.produce}`;
     expect(producing[produceKey]).toBeGreaterThan(0);
-    expect(Object.keys(producing).filter((k) => k.startsWith('Produce v'))).toEqual([produceKey]);
+    expect(shareOf(producing, 'Produce v', produceKey), JSON.stringify(producing)).toBeGreaterThanOrEqual(
+      0.95,
+    );
     const fromProducer = counterDelta(
       beforeProduce,
       afterProduce,
@@ -67,7 +88,7 @@ describe('Java perf tools through the sidecars', () => {
     expect(fromProducer).toBeGreaterThanOrEqual(RECORDS * RECORD_SIZE);
     const fetchKey = `Fetch v${expected.fetch}`;
     expect(consuming[fetchKey]).toBeGreaterThan(0);
-    expect(Object.keys(consuming).filter((k) => k.startsWith('Fetch v'))).toEqual([fetchKey]);
+    expect(shareOf(consuming, 'Fetch v', fetchKey), JSON.stringify(consuming)).toBeGreaterThanOrEqual(0.95);
     const toConsumer = counterDelta(afterProduce, afterConsume, (c) => c.listeners.client?.bytesToDownstream);
     expect(toConsumer).toBeGreaterThanOrEqual(RECORDS * RECORD_SIZE);
     // And the followers' replica fetchers replicated them through the replication ingresses with

@@ -102,3 +102,33 @@ function numberAt(record: Record<string, unknown> | undefined, key: string): num
   const value = record?.[key];
   return typeof value === 'number' ? value : undefined;
 }
+
+/**
+ * Waits until no sidecar's WAL writer holds bytes not yet stored and no WAL metadata publisher has
+ * records queued or a send under way. The
+ * publisher is a kafkajs producer whose Produce requests reach the sidecars' client listeners
+ * (the brokers advertise the sidecars' addresses), up to one flush interval (2 s) after the WAL
+ * objects they index were stored: a test that counts the client listeners' requests by version
+ * starts counting after an earlier file's last records went out, not during their send.
+ */
+export async function walPublishingIdle(
+  source: CounterSource,
+  { timeoutMs = 30_000, brokerIds = [1, 2, 3] as readonly number[] } = {},
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const snapshot = await counterSnapshot(source, brokerIds);
+    const busy = Object.values(snapshot).filter(
+      (c) =>
+        (c.wal?.writer.pendingBytes ?? 0) > 0 ||
+        (c.wal?.metadata.queued ?? 0) > 0 ||
+        (c.wal?.metadata.inFlight ?? 0) > 0,
+    );
+    if (busy.length === 0) return;
+    if (Date.now() > deadline)
+      throw new Error(
+        `WAL writers or metadata publishers still busy after ${timeoutMs} ms: ${busy.map((c) => `sidecar ${c.brokerId} pendingBytes ${c.wal?.writer.pendingBytes}, metadata ${JSON.stringify(c.wal?.metadata)}`).join('; ')}`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
