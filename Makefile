@@ -126,6 +126,7 @@ bench: build kafka system-deps versitygw
 	npx tsx shared/bench/fetch-walk.bench.ts
 	node --expose-gc --import tsx proxy/bench/batch-index.bench.ts 1000000
 	npx tsx proxy/bench/fetch-fill.bench.ts
+	npx tsx proxy/bench/frame-relay.bench.ts
 	npx tsx e2e/bench/proxy-overhead.bench.ts
 	npx tsx e2e/bench/wal-writer.bench.ts
 	npx tsx e2e/bench/object-store.bench.ts
