@@ -80,6 +80,12 @@ const BASELINE = process.env.BENCH_BASELINE;
  * without BENCH_BASELINE they run this commit's build.
  */
 const BASELINE_NODE_FLAGS = process.env.BENCH_BASELINE_NODE_FLAGS;
+/**
+ * BENCH_BASELINE_ENV="K=V K=V": the baseline arms' sidecars run with these variables too (the
+ * harness's SIDECAR_EXTRA_ENV: the sidecars only, not the brokers or tools), e.g. glibc's MALLOC_*
+ * tunables measured against the default in one run.
+ */
+const BASELINE_ENV = process.env.BENCH_BASELINE_ENV;
 /** BENCH_BASELINE_WAL_LINGER_MS: the baseline arms' WAL linger (the trade of latency for objects per GB). */
 const BASELINE_WAL_LINGER_MS =
   process.env.BENCH_BASELINE_WAL_LINGER_MS === undefined
@@ -108,9 +114,15 @@ const ARMS: ArmName[] = (process.env.BENCH_ARMS ?? 'stock,inline,wal,wal-moto,ba
   .map((a) => a.trim())
   .filter((a): a is ArmName => {
     if (!(ARM_NAMES as readonly string[]).includes(a)) throw new Error(`BENCH_ARMS: unknown arm ${a}`);
-    if (a.endsWith('-baseline') && !BASELINE && !BASELINE_NODE_FLAGS && BASELINE_WAL_LINGER_MS === undefined)
+    if (
+      a.endsWith('-baseline') &&
+      !BASELINE &&
+      !BASELINE_NODE_FLAGS &&
+      !BASELINE_ENV &&
+      BASELINE_WAL_LINGER_MS === undefined
+    )
       throw new Error(
-        `BENCH_ARMS: ${a} needs BENCH_BASELINE, BENCH_BASELINE_NODE_FLAGS or BENCH_BASELINE_WAL_LINGER_MS`,
+        `BENCH_ARMS: ${a} needs BENCH_BASELINE, BENCH_BASELINE_NODE_FLAGS, BENCH_BASELINE_ENV or BENCH_BASELINE_WAL_LINGER_MS`,
       );
     return true;
   });
@@ -510,6 +522,8 @@ class Bench {
     else delete process.env.SIDECAR_ENTRY;
     if (build === 'baseline' && BASELINE_NODE_FLAGS) process.env.SIDECAR_NODE_FLAGS = BASELINE_NODE_FLAGS;
     else delete process.env.SIDECAR_NODE_FLAGS;
+    if (build === 'baseline' && BASELINE_ENV) process.env.SIDECAR_EXTRA_ENV = BASELINE_ENV;
+    else delete process.env.SIDECAR_EXTRA_ENV;
     if (this.kind !== kind) {
       await this.stop();
       this.build = build;

@@ -496,6 +496,9 @@ export class KafkaCluster {
       : [];
     // Opt-in (benchmarks): node's own flags for the sidecar, e.g. a V8 heap setting to compare.
     const nodeFlags = (process.env.SIDECAR_NODE_FLAGS ?? '').split(/\s+/).filter((f) => f !== '');
+    // Opt-in (benchmarks): extra environment for the sidecar only, "K=V K=V" (e.g. glibc's
+    // MALLOC_* tunables), so that the brokers and client tools started beside it do not get it.
+    const extraEnv = sidecarExtraEnv(process.env.SIDECAR_EXTRA_ENV);
     const sidecar = new ManagedProcess(
       `sidecar-${id}`,
       ...this.placed(id, process.execPath, [
@@ -509,6 +512,7 @@ export class KafkaCluster {
         ...sidecarProcessEnv(process.env),
         WALPROXY_LOG_LEVEL: process.env.WALPROXY_LOG_LEVEL ?? 'info',
         ...this.options.sidecarEnv,
+        ...extraEnv,
       },
     );
     this.sidecars.set(id, sidecar);
@@ -553,8 +557,19 @@ export class KafkaCluster {
  * ones, so WALPROXY_KEEP_LOGS=1 would make every sidecar exit 2.
  */
 export function sidecarProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const { WALPROXY_KEEP_LOGS: _keepLogs, ...rest } = env;
+  const { WALPROXY_KEEP_LOGS: _keepLogs, SIDECAR_EXTRA_ENV: _extra, ...rest } = env;
   return rest;
+}
+
+/** SIDECAR_EXTRA_ENV's "K=V K=V" as variables; a word without '=' is an error, not ignored. */
+export function sidecarExtraEnv(spec: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const word of (spec ?? '').split(/\s+/).filter((w) => w !== '')) {
+    const eq = word.indexOf('=');
+    if (eq <= 0) throw new Error(`SIDECAR_EXTRA_ENV: '${word}' is not NAME=value`);
+    out[word.slice(0, eq)] = word.slice(eq + 1);
+  }
+  return out;
 }
 
 export interface ListenerCounters {

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { sidecarProcessEnv } from './kafka-cluster.js';
+import { sidecarExtraEnv, sidecarProcessEnv } from './kafka-cluster.js';
 import { sidecarEntry } from './paths.js';
 
 // The built sidecar, as the harness starts it (`make test-unit` builds first), with no listen
@@ -26,5 +26,21 @@ describe('the environment the harness gives sidecars', () => {
     expect(started.code).toBe(2);
     expect(started.stderr).not.toMatch(/keepLogs/);
     expect(started.stderr).toMatch(/--client-listen: is required/);
+  });
+});
+
+describe('SIDECAR_EXTRA_ENV', () => {
+  it('reads "K=V K=V" (a value may hold "=") and refuses a word that is not NAME=value', () => {
+    expect(sidecarExtraEnv('MALLOC_TRIM_THRESHOLD_=268435456  A=b=c')).toEqual({
+      MALLOC_TRIM_THRESHOLD_: '268435456',
+      A: 'b=c',
+    });
+    expect(sidecarExtraEnv(undefined)).toEqual({});
+    expect(() => sidecarExtraEnv('MALLOC_ARENA_MAX')).toThrow(/not NAME=value/);
+    expect(() => sidecarExtraEnv('=1')).toThrow(/not NAME=value/);
+  });
+
+  it("is the harness's variable: the sidecar gets the variables it names, not SIDECAR_EXTRA_ENV itself", () => {
+    expect(sidecarProcessEnv({ SIDECAR_EXTRA_ENV: 'A=1', PATH: '/bin' })).toEqual({ PATH: '/bin' });
   });
 });
