@@ -81,7 +81,7 @@ const gc = { minor: 0, major: 0, incremental: 0, ms: 0 };
 new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) {
     gc.ms += entry.duration;
-    const kind = (entry.detail as { kind?: number } | undefined)?.kind;
+    const kind = (entry as unknown as { detail?: { kind?: number } }).detail?.kind;
     if (kind === constants.NODE_PERFORMANCE_GC_MINOR) gc.minor++;
     else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.major++;
     else gc.incremental++;
@@ -92,6 +92,40 @@ function listen(server: net.Server): Promise<number> {
   return new Promise((resolve) =>
     server.listen(0, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)),
   );
+}
+
+/**
+ * Splits `upstream` into whole frames and writes each to `downstream`, at once (`frames`) or
+ * HOLD_MS later; with `frames-held-pooled` the frames are assembled in pooled buffers, each given
+ * back once its write has completed.
+ */
+function relayFrames(upstream: net.Socket, downstream: net.Socket, arm: Exclude<Arm, 'pipe'>): void {
+  const pool = arm === 'frames-held-pooled' ? new PooledAssembler() : undefined;
+  const decoder = new FrameDecoder(FRAME_BYTES * 2, 4);
+  const split = (chunk: Buffer, onFrame: (frame: Buffer) => void) => {
+    if (pool) pool.push(chunk, onFrame);
+    else for (const frame of decoder.push(chunk)) onFrame(frame);
+  };
+  const write = (frame: Buffer) => {
+    if (!downstream.write(frame, pool ? () => pool.release(frame) : undefined)) upstream.pause();
+  };
+  let held = 0;
+  let ended = false;
+  upstream.on('data', (chunk: Buffer) =>
+    split(chunk, (frame) => {
+      if (arm === 'frames') return write(frame);
+      held++;
+      setTimeout(() => {
+        write(frame);
+        if (--held === 0 && ended) downstream.end();
+      }, HOLD_MS);
+    }),
+  );
+  downstream.on('drain', () => upstream.resume());
+  upstream.on('end', () => {
+    ended = true;
+    if (held === 0) downstream.end();
+  });
 }
 
 async function runArm(arm: Arm): Promise<{ cpuSPerGib: number; gc: typeof gc; gib: number }> {
@@ -127,51 +161,8 @@ async function runArm(arm: Arm): Promise<{ cpuSPerGib: number; gc: typeof gc; gi
   const cpuBefore = process.cpuUsage();
   const upstream = net.connect({ port: sourcePort, host: '127.0.0.1' });
   const downstream = net.connect({ port: sinkPort, host: '127.0.0.1' });
-  if (arm === 'pipe') {
-    upstream.pipe(downstream);
-  } else if (arm === 'frames-held-pooled') {
-    const pool = new PooledAssembler();
-    let held = 0;
-    let ended = false;
-    upstream.on('data', (chunk: Buffer) => {
-      pool.push(chunk, (f) => {
-        held++;
-        setTimeout(() => {
-          if (!downstream.write(f, () => pool.release(f))) upstream.pause();
-          if (--held === 0 && ended) downstream.end();
-        }, HOLD_MS);
-      });
-    });
-    downstream.on('drain', () => upstream.resume());
-    upstream.on('end', () => {
-      ended = true;
-      if (held === 0) downstream.end();
-    });
-  } else {
-    const decoder = new FrameDecoder(FRAME_BYTES * 2, 4);
-    let held = 0;
-    let ended = false;
-    const write = (f: Buffer) => {
-      if (!downstream.write(f)) upstream.pause();
-    };
-    upstream.on('data', (chunk: Buffer) => {
-      for (const f of decoder.push(chunk)) {
-        if (arm === 'frames') write(f);
-        else {
-          held++;
-          setTimeout(() => {
-            write(f);
-            if (--held === 0 && ended) downstream.end();
-          }, HOLD_MS);
-        }
-      }
-    });
-    downstream.on('drain', () => upstream.resume());
-    upstream.on('end', () => {
-      ended = true;
-      if (held === 0) downstream.end();
-    });
-  }
+  if (arm === 'pipe') upstream.pipe(downstream);
+  else relayFrames(upstream, downstream, arm);
   await finished;
   const cpu = process.cpuUsage(cpuBefore);
   const result = {
