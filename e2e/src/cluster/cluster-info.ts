@@ -105,11 +105,11 @@ function numberAt(record: Record<string, unknown> | undefined, key: string): num
 
 /**
  * Waits until no sidecar's WAL writer holds bytes not yet stored and no WAL metadata publisher has
- * records queued or a send under way. The
- * publisher is a kafkajs producer whose Produce requests reach the sidecars' client listeners
- * (the brokers advertise the sidecars' addresses), up to one flush interval (2 s) after the WAL
- * objects they index were stored: a test that counts the client listeners' requests by version
- * starts counting after an earlier file's last records went out, not during their send.
+ * records queued or a send under way. The publisher is a kafkajs producer whose Produce requests
+ * reach the sidecars' client listeners (the brokers advertise the sidecars' addresses), up to one
+ * flush interval (2 s) after the WAL objects they index were stored: a test that counts the client
+ * listeners' requests by version starts counting after an earlier file's last records went out,
+ * not during their send.
  */
 export async function walPublishingIdle(
   source: CounterSource,
