@@ -21,6 +21,7 @@ import {
   type RecordBatch,
   recordBatches,
   responseHeaderVersion,
+  type SegmentsVersion,
   WAL_TRACE_TAG,
   type WalTraceContext,
 } from '@walproxy/shared';
@@ -220,6 +221,8 @@ interface PlannedBatch {
   header: Buffer;
   /** Whether the WAL holds (or is uploading) exactly this batch. */
   inWal: boolean;
+  /** For a batch in the WAL: the SHA-256 of its records the index proved it by. */
+  digest?: Buffer;
   /** Where, once stored; set when an upload the response waited for ends in time. */
   location?: WalLocation;
 }
@@ -233,6 +236,8 @@ interface Plan {
 interface MarkedRequest {
   /** `${topicId}:${partition}` the follower side asked to get inline. */
   inline: Set<string>;
+  /** The segment-list version the follower side reads (its capability's): what it gets. */
+  version: SegmentsVersion;
 }
 
 /**
@@ -281,6 +286,7 @@ export class FetchStripFilter implements FrameFilter {
       if (capability) {
         this.marked.set(info, {
           inline: new Set(capability.inlineRequests.map((r) => `${r.topicId}:${r.partition}`)),
+          version: capability.version,
         });
       } else if (tag) {
         this.stats.unknownCapabilityVersions++;
@@ -451,7 +457,12 @@ export class FetchStripFilter implements FrameFilter {
           }
           if (entry && (entry.location || entry.ticket)) {
             anyInWal = true;
-            const planned: PlannedBatch = { bytes: batch.bytes(), header: batch.header(), inWal: true };
+            const planned: PlannedBatch = {
+              bytes: batch.bytes(),
+              header: batch.header(),
+              inWal: true,
+              digest: entry.digest,
+            };
             if (entry.location) planned.location = entry.location;
             else if (entry.ticket) {
               uploading.push(
@@ -485,7 +496,7 @@ export class FetchStripFilter implements FrameFilter {
       return frame;
     }
     const rewrite = () => {
-      const out = this.rewrite(frame, info.apiVersion, headerLength, response, plans, tally);
+      const out = this.rewrite(frame, info.apiVersion, marked.version, headerLength, response, plans, tally);
       this.report(tally);
       return out;
     };
@@ -580,6 +591,7 @@ export class FetchStripFilter implements FrameFilter {
   private rewrite(
     frame: Buffer,
     version: number,
+    segmentsVersion: SegmentsVersion,
     headerLength: number,
     response: FetchResponse,
     plans: Plan[],
@@ -594,12 +606,14 @@ export class FetchStripFilter implements FrameFilter {
         const location = b.location;
         if (location) {
           // The follower side rebuilds the stored header from the object's copy plus the two
-          // fields the broker assigned (wal-references.ts, version 2).
+          // fields the broker assigned, and proves the records by the digest the index proved
+          // them by (wal-references.ts; a version-2 follower side gets no digest).
           segments.push({
             kind: 'reference',
             baseOffset: b.header.readBigInt64BE(BASE_OFFSET_OFFSET),
             partitionLeaderEpoch: b.header.readInt32BE(PARTITION_LEADER_EPOCH_OFFSET),
             crc: b.header.readUInt32BE(CRC_OFFSET),
+            ...(b.digest !== undefined ? { digest: b.digest } : {}),
             store: location.store ?? this.deps.storeUrl,
             objectKey: location.objectKey,
             position: location.position,
@@ -626,7 +640,7 @@ export class FetchStripFilter implements FrameFilter {
       }
       partition.records = Buffer.concat(inline);
       const tags = (partition.taggedFields ?? []).filter((t) => t.tag !== PARTITION_SEGMENTS_TAG);
-      tags.push({ tag: PARTITION_SEGMENTS_TAG, data: encodePartitionSegments(segments) });
+      tags.push({ tag: PARTITION_SEGMENTS_TAG, data: encodePartitionSegments(segments, segmentsVersion) });
       partition.taggedFields = tags.sort((a, b) => a.tag - b.tag);
     }
     tally.references = referenced;
@@ -644,8 +658,10 @@ export class FetchStripFilter implements FrameFilter {
  * The follower side's capability, or undefined when it speaks another version of the reference
  * format (a rolling upgrade of walproxy) or its bytes cannot be read: such a follower gets the
  * stock response, inline. The broker ignores the tag, so it is no reason to close the connection.
+ * A version-2 follower side (before digests) still gets references, in version 2: a rolling
+ * upgrade that updates leaders first keeps replicating through the store.
  */
-function readCapability(data: Buffer): FetchCapability | undefined {
+function readCapability(data: Buffer): Required<FetchCapability> | undefined {
   try {
     return decodeFetchCapability(data);
   } catch {

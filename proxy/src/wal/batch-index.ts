@@ -25,6 +25,11 @@ export interface IndexedBatch {
   readonly location: WalLocation | undefined;
   /** While its object is not stored yet: what to wait for. */
   readonly ticket: WalAppendTicket | undefined;
+  /**
+   * SHA-256 of its records section (bytes 61..end), which proved it equal to the log batch: the
+   * reference carries it, so the follower side proves the object's bytes the same way.
+   */
+  readonly digest: Buffer;
 }
 
 /** What a lookup found: the WAL's copy of the log batch, or why there is none. */
@@ -65,7 +70,7 @@ export interface WalBatchIndexStats {
  * so only a collision-resistant hash proves that two bodies are equal; CRC-32C and fast
  * non-cryptographic hashes (xxh3) can be made to collide on purpose (docs/architecture.md).
  */
-function bodyDigest(batch: Buffer): Buffer {
+export function bodyDigest(batch: Buffer): Buffer {
   return hash('sha256', batch.subarray(RECORD_BATCH_HEADER_SIZE), 'buffer');
 }
 
@@ -327,10 +332,12 @@ export class WalBatchIndex {
   }
 
   #view(seq: number, chunk: Chunk, i: number): IndexedBatch {
+    // A copy: the chunk's slot is reused once the entry ages out.
+    const digest = Buffer.from(chunk.digest.subarray(i * DIGEST_SIZE, (i + 1) * DIGEST_SIZE));
     const objectId = chunk.object[i]!;
-    if (objectId < 0) return { location: undefined, ticket: this.#pending.get(seq) };
+    if (objectId < 0) return { location: undefined, ticket: this.#pending.get(seq), digest };
     const object = this.#objects.get(objectId);
-    if (object === undefined) return { location: undefined, ticket: undefined };
+    if (object === undefined) return { location: undefined, ticket: undefined, digest };
     return {
       location: {
         ...(object.store !== undefined ? { store: object.store } : {}),
@@ -341,6 +348,7 @@ export class WalBatchIndex {
         uploadedAtMs: object.uploadedAtMs,
       },
       ticket: undefined,
+      digest,
     };
   }
 

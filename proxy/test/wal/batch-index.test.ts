@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { crc32c, recordBatchAt } from '@walproxy/shared';
 import { describe, expect, it } from 'vitest';
 import { collidingPair } from '../../../shared/test/helpers/crc-forge.js';
@@ -35,8 +36,11 @@ describe('WalBatchIndex', () => {
     const match = index.lookup('t', 0, inLog(b, 10n));
     expect(match.found).toBeUndefined();
     expect(match).toMatchObject({ digestMismatch: true });
-    // And a itself is still found
+    // And a itself is still found, with the digest that proved it (the reference carries it)
     expect(index.lookup('t', 0, inLog(a, 11n)).found?.location?.objectKey).toBe('o-a');
+    expect(index.lookup('t', 0, inLog(a, 11n)).found?.digest).toEqual(
+      createHash('sha256').update(a.subarray(61)).digest(),
+    );
   });
 
   it('finds a batch again at another offset and epoch only after proving its records equal', async () => {
@@ -117,7 +121,10 @@ describe('WalBatchIndex bounds', () => {
     index.add('t', 0, b, uploading);
     await new Promise((r) => setTimeout(r, 0));
     expect(index.lookup('t', 0, inLog(a, 1n)).found).toBeUndefined();
-    expect(index.lookup('t', 0, inLog(b, 2n)).found).toEqual({ location: undefined, ticket: uploading });
+    expect(index.lookup('t', 0, inLog(b, 2n)).found).toMatchObject({
+      location: undefined,
+      ticket: uploading,
+    });
   });
 
   it('finds the newest copy of a batch produced twice (an idempotent retry)', async () => {
