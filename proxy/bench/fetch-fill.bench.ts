@@ -10,6 +10,7 @@
 //    GETs per object read.
 // Run: npx tsx proxy/bench/fetch-fill.bench.ts
 
+import { hash } from 'node:crypto';
 import {
   ApiKey,
   encodeFetchRequest,
@@ -108,6 +109,7 @@ function referenceResponse(batches: readonly Placed[], correlationId: number): B
         baseOffset: b.batch.readBigInt64BE(0),
         partitionLeaderEpoch: b.batch.readInt32BE(12),
         crc: b.batch.readUInt32BE(17),
+        digest: hash('sha256', b.batch.subarray(61), 'buffer'),
         store: STORE,
         objectKey: b.objectKey,
         position: b.position,

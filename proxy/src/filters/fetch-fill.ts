@@ -10,6 +10,7 @@
 // is released at the latest FETCH_FILL_DEADLINE_MS after it arrived; what the store has not
 // answered by then ends its partition early and comes inline next time, and the leaders whose
 // references name that store are fetched unmarked (stock, all inline) for a while.
+import { hash } from 'node:crypto';
 import { channel } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import {
@@ -36,6 +37,7 @@ import {
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
   type RawTaggedField,
+  RECORD_BATCH_HEADER_SIZE,
   Reader,
   recordBatches,
   responseHeaderVersion,
@@ -85,20 +87,27 @@ export const FETCH_FILL_CHANNELS = {
 } as const;
 
 /**
- * Why a partition's records end early: the store failed or returned too few bytes (getFailed),
- * had not answered by the fill deadline (deadline), was not asked because its reads back off and
- * the bytes were not cached (backoff), a rebuilt batch's CRC-32C is wrong (crcMismatch), its
- * Length field disagrees with the reference (lengthMismatch), or the segment list does not
- * describe valid batches in order — undecodable tag, inline bytes past the records or left over,
- * magic ≠ 2, leader epoch −1, offsets going back (malformed).
+ * Why a partition's records end early: the store failed or returned too few bytes, or this
+ * sidecar may not read it (getFailed), had not answered by the fill deadline (deadline), was not
+ * asked because its reads back off and the bytes were not cached (backoff), a rebuilt batch's
+ * CRC-32C is wrong (crcMismatch), its records are not the ones the leader stored — their SHA-256
+ * is not the reference's digest, though the CRC may hold (digestMismatch) —, its Length field
+ * disagrees with the reference (lengthMismatch), or the segment list does not describe valid
+ * batches in order — undecodable tag, inline bytes past the records or left over, magic ≠ 2,
+ * leader epoch −1, offsets going back, a reference without the digest this side asked for
+ * (malformed).
  */
 export type FetchFallbackReason =
   | 'getFailed'
   | 'deadline'
   | 'backoff'
   | 'crcMismatch'
+  | 'digestMismatch'
   | 'lengthMismatch'
   | 'malformed';
+
+/** At most one digest-mismatch warning a minute: whoever overwrites objects must not flood the log. */
+const DIGEST_WARNING_INTERVAL_MS = 60_000;
 
 /**
  * Why record bytes reached the follower inline (across the link) rather than from the store:
@@ -178,6 +187,13 @@ export interface FetchFillStats {
   requestsDuringBackoff: number;
   /** Times reads of a store failed or missed the deadline and its leaders went inline for a while. */
   backoffs: number;
+  /**
+   * Answers the codec cannot read (the leader side passes the broker's bytes on unmarked when its
+   * codec cannot read them): passed on as they came, for the follower's broker to judge.
+   */
+  responsesNotDecoded: number;
+  /** Requests the codec cannot read: forwarded unmarked, as the follower's broker sent them. */
+  requestsNotDecoded: number;
 }
 
 /** The part of WalRangeReader the filter uses. */
@@ -474,6 +490,19 @@ function rebuild(
     if (crc !== stored) {
       return fail('crcMismatch', `batch at offset ${base}: CRC-32C ${crc} ≠ header CRC ${stored}`, base);
     }
+    // The CRC proves the batch whole, not that it is the leader's: CRC-32C is linear, so whoever
+    // can overwrite the object can forge a same-header batch whose CRC holds (issue #24). The
+    // SHA-256 of its records must be the one the leader proved its log batch by.
+    if (segment.digest === undefined) {
+      return fail('malformed', `batch at offset ${base}: the reference carries no digest`, base);
+    }
+    if (!hash('sha256', produced.subarray(RECORD_BATCH_HEADER_SIZE), 'buffer').equals(segment.digest)) {
+      return fail(
+        'digestMismatch',
+        `batch at offset ${base}: the records ${objectKey} holds at ${position} are not the ones the leader stored`,
+        base,
+      );
+    }
     keep({ bytes: produced, baseOffset: base, partitionLeaderEpoch: segment.partitionLeaderEpoch });
     references++;
     referenceBytes += size;
@@ -697,13 +726,23 @@ export class FetchFillFilter implements FrameFilter {
       unmarkedByName: 0,
       otherVersion: 0,
     },
-    fallbacks: { getFailed: 0, deadline: 0, backoff: 0, crcMismatch: 0, lengthMismatch: 0, malformed: 0 },
+    fallbacks: {
+      getFailed: 0,
+      deadline: 0,
+      backoff: 0,
+      crcMismatch: 0,
+      digestMismatch: 0,
+      lengthMismatch: 0,
+      malformed: 0,
+    },
     pendingInline: 0,
     pendingExpired: 0,
     fillLatencyMs: { sum: 0, count: 0, max: 0 },
     deadlineMisses: 0,
     requestsDuringBackoff: 0,
     backoffs: 0,
+    responsesNotDecoded: 0,
+    requestsNotDecoded: 0,
   };
   readonly #readerFor: (store: string) => FillReader | undefined;
   readonly #log: Logger;
@@ -716,6 +755,7 @@ export class FetchFillFilter implements FrameFilter {
   readonly #leaders = new WeakMap<object, Leader>();
   /** Per store URL: the backoff window its reads earned. */
   readonly #backoff = new Map<string, StoreBackoff>();
+  #lastDigestWarningMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: FetchFillOptions) {
     this.#readerFor = options.readerFor;
@@ -761,8 +801,18 @@ export class FetchFillFilter implements FrameFilter {
       });
     }
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-    const header = decodeRequestHeader(payload);
-    const request = decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
+    let header: ReturnType<typeof decodeRequestHeader>;
+    let request: ReturnType<typeof decodeFetchRequest>;
+    try {
+      header = decodeRequestHeader(payload);
+      request = decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
+    } catch (error) {
+      // Kafka reads more than this codec does (any bytes are a string to it): the leader's broker
+      // judges the request as sent, and its answer, unmarked, is stock.
+      this.stats.requestsNotDecoded++;
+      this.#log.debug({ error: messageOf(error) }, 'fetch request not decoded; forwarded unmarked');
+      return untouched;
+    }
     // KIP-482: tags ascending, each at most once; a tag left by another walproxy hop is replaced,
     // since this hop is the one that fills the answer.
     request.taggedFields = [
@@ -794,8 +844,22 @@ export class FetchFillFilter implements FrameFilter {
     }
     const started = performance.now();
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-    const header = decodeResponseHeader(payload, responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!);
-    const response = decodeFetchResponse(payload.subarray(header.headerLength), info.apiVersion);
+    let header: ReturnType<typeof decodeResponseHeader>;
+    let response: FetchResponse;
+    try {
+      header = decodeResponseHeader(payload, responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!);
+      response = decodeFetchResponse(payload.subarray(header.headerLength), info.apiVersion);
+    } catch (error) {
+      // A leader side marks only answers its codec read and wrote back (fetch-strip.ts), and
+      // passes on unchanged, unmarked, the broker's answers it cannot read: an answer this codec
+      // cannot read carries no segment list, so it is the leader broker's own bytes. Closing the
+      // connection would bring the same answer back after a reconnect, a loop (issue #24 item 6);
+      // the follower's broker gets it as it would without walproxy, and judges it. Bytes that are
+      // not Kafka frames at all (a bad size, another correlation id) are the pipe's to close on.
+      this.stats.responsesNotDecoded++;
+      this.#log.debug({ error: messageOf(error) }, 'fetch response not decoded; passed on as sent');
+      return frame;
+    }
     const tagged: Tagged[] = [];
     for (const topic of response.responses) {
       for (const partition of topic.partitions) {
@@ -913,6 +977,8 @@ export class FetchFillFilter implements FrameFilter {
         fallbacks: failures.length,
       } satisfies FetchFillEvent);
     }
+    const forged = failures.find((f) => f.reason === 'digestMismatch');
+    if (forged !== undefined) this.#warnDigestMismatch(forged);
     if (failures.length > 0) {
       const first = failures[0]!;
       this.#log.warn(
@@ -942,7 +1008,17 @@ export class FetchFillFilter implements FrameFilter {
     let released = false;
     const running: Promise<void>[] = [];
     for (const [where, { store, objectKey, ranges }] of objects) {
-      const reader = this.#readerFor(store);
+      let reader: FillReader | undefined;
+      try {
+        reader = this.#readerFor(store);
+      } catch (error) {
+        // A store name the reader factory refuses (malformed URL): not readable, as one not listed.
+        reads.set(where, {
+          reason: 'getFailed',
+          detail: `store ${store} cannot be read: ${messageOf(error)}`,
+        });
+        continue;
+      }
       if (reader === undefined) {
         reads.set(where, {
           reason: 'getFailed',
@@ -1021,6 +1097,23 @@ export class FetchFillFilter implements FrameFilter {
       missed ||= what === 'deadline';
     }
     if (missed) this.stats.deadlineMisses++;
+  }
+
+  /** At most one a minute: the fallback itself is counted every time (fallbacks.digestMismatch). */
+  #warnDigestMismatch(event: FetchFallbackEvent): void {
+    const now = this.#now();
+    if (now - this.#lastDigestWarningMs < DIGEST_WARNING_INTERVAL_MS) return;
+    this.#lastDigestWarningMs = now;
+    this.#log.warn(
+      {
+        topicId: event.topicId,
+        topic: event.topic,
+        partition: event.partition,
+        fromOffset: event.fromOffset.toString(),
+        detail: event.detail,
+      },
+      'a WAL object holds a batch whose records are not the ones the leader stored (overwritten or forged): refused, the partition goes inline',
+    );
   }
 
   #backingOff(store: string): boolean {

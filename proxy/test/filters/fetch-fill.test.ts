@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
   ApiKey,
@@ -44,6 +45,11 @@ import { MemoryObjectStore, unreachable } from '../wal/memory-store.js';
 const TOPIC_A = '0123456789abcdef0123456789abcdef';
 const TOPIC_B = 'fedcba9876543210fedcba9876543210';
 const NOT_LEADER_OR_FOLLOWER = 6;
+
+/** What a version-3 reference carries: the SHA-256 of the batch's records section (bytes 61..end). */
+function recordsDigest(batch: Buffer): Buffer {
+  return hash('sha256', batch.subarray(61), 'buffer');
+}
 
 // ---- store, filter -----------------------------------------------------------------------------
 
@@ -242,6 +248,8 @@ function partitionPair(
       baseOffset: header.readBigInt64BE(0),
       partitionLeaderEpoch: header.readInt32BE(12),
       crc: header.readUInt32BE(17),
+      // The leader's digest: of the records it stored, whatever the object holds.
+      digest: recordsDigest(batch),
       store: where.store.url,
       objectKey: key,
       ...where.place(key, Buffer.concat([header, batch.subarray(61)]), padding),
@@ -377,13 +385,20 @@ function send(filter: FetchFillFilter, version = 17, on?: FilterConnection) {
   return { info, forwarded: decision.frame };
 }
 
-function capabilityOf(forwarded: Buffer, version: number): FetchCapability | undefined {
+/** The inline requests of the forwarded request's capability, which always asks for segment-list version 3. */
+function capabilityOf(
+  forwarded: Buffer,
+  version: number,
+): Pick<FetchCapability, 'inlineRequests'> | undefined {
   const payload = forwarded.subarray(4);
   const { headerLength } = decodeRequestHeader(payload);
   const tag = decodeFetchRequest(payload.subarray(headerLength), version).taggedFields?.find(
     (f) => f.tag === FETCH_CAPABILITY_TAG,
   );
-  return tag === undefined ? undefined : decodeFetchCapability(tag.data);
+  if (tag === undefined) return undefined;
+  const { version: segmentsVersion, inlineRequests } = decodeFetchCapability(tag.data);
+  expect(segmentsVersion).toBe(3);
+  return { inlineRequests };
 }
 
 async function answer(filter: FetchFillFilter, info: RequestInfo, response: Buffer): Promise<Buffer> {
@@ -416,7 +431,7 @@ describe('FetchFillFilter requests', () => {
     const original = fetchRequest(version);
     const marked = decodeFetchRequest(body, version);
     expect(marked.taggedFields?.map((f) => f.tag)).toEqual([7, FETCH_CAPABILITY_TAG]);
-    expect(decodeFetchCapability(marked.taggedFields![1]!.data)).toEqual({ inlineRequests: [] });
+    expect(decodeFetchCapability(marked.taggedFields![1]!.data)).toEqual({ version: 3, inlineRequests: [] });
     expect(encodeFetchRequest({ ...marked, taggedFields: original.taggedFields }, version)).toEqual(
       encodeFetchRequest(original, version),
     );
@@ -530,7 +545,15 @@ describe('FetchFillFilter responses', () => {
         responsesFilled: 1,
         referencesFilled: 8,
         bytesFilled: filledBytes,
-        fallbacks: { getFailed: 0, deadline: 0, backoff: 0, crcMismatch: 0, lengthMismatch: 0, malformed: 0 },
+        fallbacks: {
+          getFailed: 0,
+          deadline: 0,
+          backoff: 0,
+          crcMismatch: 0,
+          digestMismatch: 0,
+          lengthMismatch: 0,
+          malformed: 0,
+        },
         pendingInline: 0,
         fillLatencyMs: { count: 1 },
       });
@@ -646,6 +669,7 @@ describe('FetchFillFilter fallbacks', () => {
       deadline: 0,
       backoff: 0,
       crcMismatch: 0,
+      digestMismatch: 0,
       lengthMismatch: 0,
       malformed: 0,
     });
@@ -838,6 +862,7 @@ describe('FetchFillFilter fallbacks', () => {
       deadline: 0,
       backoff: 0,
       crcMismatch: 0,
+      digestMismatch: 0,
       lengthMismatch: 1,
       malformed: 2,
     });
@@ -1440,5 +1465,91 @@ describe('FetchFillFilter and the trace context', () => {
     pair.expected.taggedFields = undefined;
     // Then the broker does not get it
     expect(await answer(filter, info, pair.wire)).toEqual(pair.expectedFrame());
+  });
+});
+
+describe('FetchFillFilter and what it cannot read (issue #24)', () => {
+  it('passes an answer the codec cannot read on unchanged, instead of closing the connection into the same answer', async () => {
+    // Given a marked request, and an answer the codec cannot read: the leader side passes the
+    // broker's bytes on unmarked when its own codec cannot read them (here: cut short)
+    const { filter, objects } = setup();
+    const { info } = send(filter);
+    const pair = responsePair(
+      17,
+      [{ topicId: TOPIC_A, partitions: [{ partitionIndex: 0, batches: leaderBatches(100n, 2) }] }],
+      objects,
+    );
+    const wire = pair.wire;
+    const cut = frame([wire.subarray(4, wire.length - 3)]);
+
+    // When it goes through the filter, then it reaches the follower's broker as it came
+    await expect(answer(filter, info, cut)).resolves.toBe(cut);
+    expect(filter.stats.responsesNotDecoded).toBe(1);
+    // And the next request is marked as before, asking nothing inline
+    expect(capabilityOf(send(filter).forwarded, 17)).toEqual({ inlineRequests: [] });
+    expect(filter.stats.pendingInline).toBe(0);
+  });
+
+  it('forwards a request the codec cannot read unmarked, as the broker sent it, and passes its answer on', async () => {
+    // Given a follower Fetch cut short: the leader's broker, not this codec, judges it
+    const { filter } = setup();
+    const { info, frame: whole } = requestFrame(17);
+    const cut = frame([whole.subarray(4, whole.length - 5)]);
+
+    // When it goes through the filter, then it goes upstream as it came
+    const decision = filter.onRequest(info, cut);
+    expect(decision).toEqual({ action: 'forward', frame: cut, expectResponse: true });
+    expect(filter.stats.requestsNotDecoded).toBe(1);
+    // And whatever answers it reaches the broker unread
+    const reply = frame([Buffer.from([0, 0, 0, 0, 0, 1, 2, 3])]);
+    reply.writeInt32BE(info.correlationId, 4);
+    expect(await answer(filter, info, reply)).toBe(reply);
+  });
+
+  it('treats a store name its reader factory throws on as one it may not read: the partition ends there and asks inline', async () => {
+    // Given a reader factory that throws on a malformed store name (as opening a store for a URL
+    // that matches a --wal-read-store-url glob but does not parse does)
+    const store = new FlakyStore();
+    const reader = new WalRangeReader({ store });
+    const filter = new FetchFillFilter({
+      readerFor: (url) => {
+        if (url === OWN_STORE) return reader;
+        throw new TypeError(`Invalid URL: ${url}`);
+      },
+      log: createLogger('silent'),
+    });
+    const own = new WalObjects(store);
+    const malformed = new WalObjects(new FlakyStore('s3://bad bucket'));
+    const { info } = send(filter);
+    const a0 = leaderBatches(100n, 3);
+    const pair = responsePair(
+      17,
+      [
+        {
+          topicId: TOPIC_A,
+          partitions: [
+            {
+              partitionIndex: 0,
+              batches: a0,
+              placement: ['wal/o1', { key: 'wal/x', in: malformed }, 'wal/o1'],
+            },
+          ],
+        },
+      ],
+      own,
+    );
+
+    // When the answer goes through the filter, then it does not throw: the partition ends before
+    // the batch in the unreadable store, counted as a read that failed
+    const out = await answer(filter, info, pair.wire);
+    expectRecords(pair, TOPIC_A, 0, [a0[0]!]);
+    expect(out).toEqual(pair.expectedFrame());
+    expect(filter.stats.fallbacks.getFailed).toBe(1);
+    // And it asks for inline bytes from that batch; this leader's next fetches go unmarked for a
+    // while (stock, all inline), as for any store whose reads fail
+    expect(filter.stats.pendingInline).toBe(1);
+    expect(filter.stats.backoffs).toBe(1);
+    expect(capabilityOf(send(filter).forwarded, 17)).toBeUndefined();
+    expect(filter.stats.requestsDuringBackoff).toBe(1);
   });
 });

@@ -1,18 +1,28 @@
 // What the fetch-strip and fetch-fill fuzz tests share: the leader's WAL (objects and batch
 // index) rebuilt from the captured objects, a follower-side fill over a memory store, and the
 // checks that a follower gets the leader's bytes.
+import { hash } from 'node:crypto';
 import {
   ApiKey,
   CRC_START,
   crc32c,
+  decodeFetchCapability,
+  decodeFetchRequest,
   decodeFetchResponse,
   decodePartitionSegments,
+  decodeRequestHeader,
   decodeResponseHeader,
+  encodeFetchCapability,
+  encodeFetchRequest,
+  encodeFetchResponse,
+  encodePartitionSegments,
+  FETCH_CAPABILITY_TAG,
   type FetchResponse,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
   parseWalObject,
+  RECORD_BATCH_HEADER_SIZE,
   recordBatches,
   responseHeaderVersion,
 } from '@walproxy/shared';
@@ -24,9 +34,65 @@ import { WalBatchIndex } from '../../src/wal/batch-index.js';
 import type { WalAppendTicket } from '../../src/wal/index.js';
 import { WalRangeReader } from '../../src/wal/range-reader.js';
 import { MemoryObjectStore, unreachable } from '../wal/memory-store.js';
-import { type FuzzFixtures, fuzzFixtures, plain } from './fuzz-support.js';
+import { type FetchFixture, type FuzzFixtures, framed, fuzzFixtures, plain } from './fuzz-support.js';
 
-export const fixtures: FuzzFixtures = fuzzFixtures();
+/** SHA-256 of a batch's records section: the digest a version-3 reference carries. */
+export function recordsDigest(batch: Buffer): Buffer {
+  return hash('sha256', batch.subarray(RECORD_BATCH_HEADER_SIZE), 'buffer');
+}
+
+/**
+ * A captured exchange as sidecars of this build make it: the captured frames speak segment-list
+ * version 2 (before digests), so the marked request's capability is rewritten to version 3 and
+ * each reference of the sidecar's answer gets the digest of the batch it names in the captured
+ * objects. Everything else is the captured bytes through the codec, which re-encodes them unchanged.
+ */
+function withDigests(fixture: FetchFixture, objects: ReadonlyMap<string, Buffer>): FetchFixture {
+  const request = fixture.markedRequest.subarray(4);
+  const requestHeader = decodeRequestHeader(request);
+  const marked = decodeFetchRequest(request.subarray(requestHeader.headerLength), fixture.version);
+  marked.taggedFields = marked.taggedFields?.map((t) =>
+    t.tag === FETCH_CAPABILITY_TAG
+      ? { tag: t.tag, data: encodeFetchCapability({ ...decodeFetchCapability(t.data), version: 3 }) }
+      : t,
+  );
+  const answer = decodeFetch(fixture.referencedResponse, fixture.version)!;
+  for (const { partition } of partitionsOf(answer.body)) {
+    partition.taggedFields = partition.taggedFields?.map((t) => {
+      if (t.tag !== PARTITION_SEGMENTS_TAG) return t;
+      const segments = decodePartitionSegments(t.data).map((s) =>
+        s.kind === 'inline'
+          ? s
+          : {
+              ...s,
+              digest: recordsDigest(objects.get(s.objectKey)!.subarray(s.position, s.position + s.length)),
+            },
+      );
+      return { tag: t.tag, data: encodePartitionSegments(segments, 3) };
+    });
+  }
+  const responseHeader = fixture.referencedResponse.subarray(4, 4 + answer.headerLength);
+  return {
+    ...fixture,
+    markedRequest: framed(
+      Buffer.concat([
+        request.subarray(0, requestHeader.headerLength),
+        encodeFetchRequest(marked, fixture.version),
+      ]),
+    ),
+    referencedResponse: framed(
+      Buffer.concat([responseHeader, encodeFetchResponse(answer.body, fixture.version)]),
+    ),
+  };
+}
+
+const captured: FuzzFixtures = fuzzFixtures();
+/** The captured frames, as a version-2 follower side (before digests) exchanged them. */
+export const capturedV2Fetch: readonly FetchFixture[] = captured.fetch;
+export const fixtures: FuzzFixtures = {
+  ...captured,
+  fetch: captured.fetch.map((f) => withDigests(f, captured.objects)),
+};
 export const namesById = new Map(Object.entries(fixtures.manifest.topics).map(([name, id]) => [id, name]));
 
 export const topicNames = {
@@ -112,7 +178,12 @@ export function storeOf(objects: ReadonlyMap<string, Buffer>): FuzzStore {
 export function followerFill(store: FuzzStore, fillDeadlineMs = 20): FetchFillFilter {
   const reader = new WalRangeReader({ store });
   return new FetchFillFilter({
-    readerFor: (url) => (url === fixtures.manifest.storeUrl ? reader : undefined),
+    readerFor: (url) => {
+      if (url === fixtures.manifest.storeUrl) return reader;
+      // As PeerStoreReaders does for a listed name it cannot open: a malformed URL throws.
+      new URL(url);
+      return undefined;
+    },
     log: createLogger('silent'),
     fillDeadlineMs,
   });
@@ -190,7 +261,8 @@ export function isBatchPrefix(part: Buffer, whole: Buffer): boolean {
 /**
  * Whether a follower may get this batch: its CRC-32C holds, and from its Magic byte on it is
  * the produced batch the WAL stores where one of the partition's references points (the leader
- * assigned the first twelve bytes and the leader epoch, outside the CRC).
+ * assigned the first twelve bytes and the leader epoch, outside the CRC), whose records have the
+ * reference's digest. `objects` are the leader's: a store changed since cannot make a batch fit.
  */
 export function isStoredBatch(
   batch: Buffer,
@@ -205,6 +277,8 @@ export function isStoredBatch(
       stored !== undefined &&
       stored.length === batch.length &&
       s.crc === batch.readUInt32BE(17) &&
+      s.digest !== undefined &&
+      recordsDigest(batch).equals(s.digest) &&
       stored.subarray(16).equals(batch.subarray(16)) &&
       stored.subarray(8, 12).equals(batch.subarray(8, 12))
     );
