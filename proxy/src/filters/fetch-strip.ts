@@ -247,7 +247,8 @@ interface MarkedRequest {
  * response. In a marked response, each batch whose exact bytes are stored in a WAL object
  * becomes a reference (its 61-byte header as the leader stored it + object, position, length);
  * everything else stays inline, in order. A batch still uploading holds the response at most
- * `maxHoldMs`, then goes inline: a slow store costs bytes, never availability. Partitions,
+ * the smallest max.hold.ms of the topics the response carries records of (`maxHoldMs` for topics
+ * without their own), then goes inline: a slow store costs bytes, never availability. Partitions,
  * session ids, topic ids, errors, high watermark, log start offset and diverging epoch are
  * written back as the broker sent them.
  */
@@ -349,19 +350,46 @@ export class FetchStripFilter implements FrameFilter {
           this.deps.topicNames.nameOf(id) === undefined &&
           !this.deps.topicNames.isUnknown(id),
       );
-    if (unnamed.length > 0 && this.deps.maxHoldMs > 0) {
+    // The wait counts against the response's hold (answer): it ends at the smallest hold of the
+    // topics the response carries records of, an unnamed one's being --max-hold-ms.
+    const arrived = performance.now();
+    const nameWaitMs = unnamed.length > 0 ? this.responseHoldMs(response) : 0;
+    if (nameWaitMs > 0) {
       let timer: NodeJS.Timeout | undefined;
       return Promise.race([
         Promise.all(unnamed.map((id) => this.deps.topicNames.resolve(id))),
         new Promise((resolve) => {
-          timer = setTimeout(resolve, this.deps.maxHoldMs);
+          timer = setTimeout(resolve, nameWaitMs);
         }),
       ]).then(() => {
         clearTimeout(timer);
-        return this.answer(info, frame, marked, headerLength, response);
+        return this.answer(info, frame, marked, headerLength, response, arrived);
       });
     }
-    return this.answer(info, frame, marked, headerLength, response);
+    return this.answer(info, frame, marked, headerLength, response, arrived);
+  }
+
+  /** A topic's max.hold.ms (--topic-config), else --max-hold-ms; --max-hold-ms for an unnamed topic. */
+  private holdOf(topic: string | undefined): number {
+    if (topic === undefined) return this.deps.maxHoldMs;
+    return this.deps.policy?.settingsFor(topic).maxHoldMs ?? this.deps.maxHoldMs;
+  }
+
+  /**
+   * How long the response may be held at most: the smallest max.hold.ms of the topics it carries
+   * records of. A Fetch response goes once, whole, so every partition in it waits as long as the
+   * response does, whether or not its own batches are uploading: the largest hold of one topic (up
+   * to 60 s) must not hold a topic that allows 50 ms (issue #24 item 7). Batches still uploading
+   * when it ends go inline (notStoredInTime), whatever their own topic's hold.
+   */
+  private responseHoldMs(response: FetchResponse): number {
+    let hold = Number.POSITIVE_INFINITY;
+    for (const topic of response.responses) {
+      if (!topic.partitions.some((p) => (p.records?.length ?? 0) > 0)) continue;
+      const name = topic.topicId !== undefined ? this.deps.topicNames.nameOf(topic.topicId) : topic.topic;
+      hold = Math.min(hold, this.holdOf(name));
+    }
+    return Number.isFinite(hold) ? hold : 0;
   }
 
   private answer(
@@ -370,6 +398,7 @@ export class FetchStripFilter implements FrameFilter {
     marked: MarkedRequest,
     headerLength: number,
     response: FetchResponse,
+    arrived: number,
   ): Buffer | Promise<Buffer> {
     const tally: FetchStripEvent = {
       references: 0,
@@ -394,7 +423,6 @@ export class FetchStripFilter implements FrameFilter {
     const plans: Plan[] = [];
     /** Settle when a batch still uploading is stored (or fails). */
     const uploading: Promise<void>[] = [];
-    let holdMs = 0;
     for (const topic of response.responses) {
       const topicId = topic.topicId;
       const name = topicId !== undefined ? this.deps.topicNames.nameOf(topicId) : topic.topic;
@@ -470,7 +498,6 @@ export class FetchStripFilter implements FrameFilter {
                   planned.location = location;
                 }),
               );
-              holdMs = Math.max(holdMs, this.deps.policy?.settingsFor(name).maxHoldMs ?? this.deps.maxHoldMs);
             }
             batches.push(planned);
             continue;
@@ -502,6 +529,8 @@ export class FetchStripFilter implements FrameFilter {
     };
     if (uploading.length === 0) return rewrite();
     tally.heldBatches = uploading.length;
+    // Counted from the response's arrival: a wait for topic names is part of the hold.
+    const holdMs = Math.max(0, this.responseHoldMs(response) - (performance.now() - arrived));
     return this.holdFor(uploading, holdMs, tally).then(rewrite);
   }
 
@@ -546,7 +575,7 @@ export class FetchStripFilter implements FrameFilter {
     channels.strip.publish(tally);
   }
 
-  /** Waits until the uploading batches are stored or `holdMs` (the longest hold of their topics) has passed. */
+  /** Waits until the uploading batches are stored or `holdMs` (what is left of the response's hold) has passed. */
   private async holdFor(uploading: Promise<void>[], holdMs: number, tally: FetchStripEvent): Promise<void> {
     const started = Date.now();
     let timer: NodeJS.Timeout | undefined;

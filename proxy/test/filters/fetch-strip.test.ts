@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import zlib from 'node:zlib';
@@ -18,7 +19,7 @@ import {
   WAL_TRACE_TAG,
 } from '@walproxy/shared';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { collidingPair } from '../../../shared/test/helpers/crc-forge.js';
 import { buildRecordBatch, sampleBatch } from '../../../shared/test/helpers/record-batches.js';
 import {
@@ -37,6 +38,11 @@ import { type WalAppendTicket, type WalLocation, WalWriter } from '../../src/wal
 import { MemoryObjectStore } from '../wal/memory-store.js';
 
 const TOPIC_ID = 'aa'.repeat(16);
+
+/** What a version-3 reference carries: the SHA-256 of the batch's records section. */
+function recordsDigest(batch: Buffer): Buffer {
+  return createHash('sha256').update(batch.subarray(61)).digest();
+}
 const VERSION = 17;
 const STORE = 's3://walproxy--use1-az4--x-s3/wal';
 
@@ -236,7 +242,7 @@ describe('FetchStripFilter', () => {
     const { frame: response, body } = fetchResponse(Buffer.concat([storedA, storedB, storedC]));
     const out = await filter.onResponse(i, response);
     // Then records hold only b, and the segments say: ref(a), inline(b), ref(c) with the offsets,
-    // epochs and CRCs the leader stored
+    // epochs and CRCs the leader stored, and the SHA-256 of the records that proved them
     const { partition, segments, body: rewritten } = segmentsOf(out);
     expect(partition.records!.equals(storedB)).toBe(true);
     expect(segments).toEqual([
@@ -245,6 +251,7 @@ describe('FetchStripFilter', () => {
         baseOffset: storedA.readBigInt64BE(0),
         partitionLeaderEpoch: storedA.readInt32BE(12),
         crc: storedA.readUInt32BE(17),
+        digest: recordsDigest(storedA),
         store: STORE,
         objectKey: 'o1',
         position: 28,
@@ -256,6 +263,7 @@ describe('FetchStripFilter', () => {
         baseOffset: storedC.readBigInt64BE(0),
         partitionLeaderEpoch: storedC.readInt32BE(12),
         crc: storedC.readUInt32BE(17),
+        digest: recordsDigest(storedC),
         store: STORE,
         objectKey: 'o2',
         position: 28,
@@ -289,6 +297,49 @@ describe('FetchStripFilter', () => {
     filter.onRequest(i, fetchRequest('unmarked'));
     const { frame: response } = fetchResponse(asStored(a, 0n));
     expect(filter.onResponse(i, response)).toBe(response);
+  });
+
+  it('answers a version-2 follower side (before digests, a rolling upgrade) with version-2 references', async () => {
+    // Given a batch in the WAL, and a follower whose sidecar marks its Fetch with format version 2
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    index.add(
+      'wal-orders',
+      0,
+      a,
+      ticket(
+        Promise.resolve({
+          objectKey: 'o1',
+          position: 28,
+          length: a.length,
+          objectSize: 999,
+          uploadedAtMs: 1,
+        }),
+      ),
+    );
+    await Promise.resolve();
+    const i = info();
+    filter.onRequest(i, fetchRequest([], 2));
+    // When the broker answers, then the batch goes as a reference in a version-2 list: no digest
+    const out = await filter.onResponse(i, fetchResponse(asStored(a, 0n)).frame);
+    const body = decodeFetchResponse(out.subarray(4 + 5), VERSION);
+    const tag = body.responses[0]!.partitions[0]!.taggedFields!.find(
+      (t) => t.tag === PARTITION_SEGMENTS_TAG,
+    )!;
+    expect(tag.data[0]).toBe(2);
+    expect(decodePartitionSegments(tag.data)).toEqual([
+      {
+        kind: 'reference',
+        baseOffset: 0n,
+        partitionLeaderEpoch: 5,
+        crc: a.readUInt32BE(17),
+        store: STORE,
+        objectKey: 'o1',
+        position: 28,
+        length: a.length,
+      },
+    ]);
+    expect(filter.stats.unknownCapabilityVersions).toBe(0);
   });
 
   it('gives a follower side that reads another reference format the broker bytes untouched', () => {
@@ -1114,5 +1165,136 @@ describe('FetchStripFilter and tracing', () => {
     const { out: unsampled, asked } = await answerWith(() => undefined);
     expect(asked).toHaveLength(1);
     expect(unsampled.equals(untraced)).toBe(true);
+  });
+});
+
+describe('FetchStripFilter holds a response no longer than the smallest hold of its topics (issue #24)', () => {
+  const FAST_ID = 'bb'.repeat(16);
+
+  /** wal-orders holds up to 5 s (the default), wal-fast 30 ms (--topic-config). */
+  function twoTopics() {
+    const index = new WalBatchIndex();
+    const names = new Map([
+      [TOPIC_ID, 'wal-orders'],
+      [FAST_ID, 'wal-fast'],
+    ]);
+    const topicNames = { nameOf: (id: string) => names.get(id) } as unknown as TopicNames;
+    const policy = new TopicPolicy(
+      { wal: true, lingerMs: 10, targetBytes: 400_000, durableAck: true, mode: 'wal', maxHoldMs: 5_000 },
+      [{ pattern: 'wal-fast', settings: { maxHoldMs: 30 } }],
+    );
+    const filter = new FetchStripFilter({
+      index,
+      topicNames,
+      maxHoldMs: 5_000,
+      policy,
+      storeUrl: STORE,
+      log: createLogger('silent'),
+    });
+    return { index, filter };
+  }
+
+  function answerOf(orders: Buffer, fast: Buffer): Buffer {
+    const partition = (records: Buffer) => ({
+      partitionIndex: 0,
+      errorCode: 0,
+      highWatermark: 100n,
+      lastStableOffset: 100n,
+      logStartOffset: 0n,
+      abortedTransactions: null,
+      preferredReadReplica: -1,
+      records,
+    });
+    const body: FetchResponse = {
+      throttleTimeMs: 0,
+      errorCode: 0,
+      sessionId: 77,
+      responses: [
+        { topicId: TOPIC_ID, partitions: [partition(orders)] },
+        { topicId: FAST_ID, partitions: [partition(fast)] },
+      ],
+    };
+    return frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]);
+  }
+
+  const uploadingForever = () => ticket(new Promise<WalLocation>(() => undefined));
+
+  it('sends the response when the shortest hold is up, every batch still uploading inline', async () => {
+    vi.useFakeTimers();
+    try {
+      // Given a batch of each topic still uploading, and uploads that never finish
+      const { index, filter } = twoTopics();
+      const a = sampleBatch(0n, 3, 100, 1);
+      const f = sampleBatch(0n, 2, 100, 2);
+      index.add('wal-orders', 0, a, uploadingForever());
+      index.add('wal-fast', 0, f, uploadingForever());
+      const i = info();
+      filter.onRequest(i, fetchRequest([]));
+      const response = answerOf(asStored(a, 0n), asStored(f, 0n));
+      // When a follower fetches both
+      let sent: Buffer | undefined;
+      void (filter.onResponse(i, response) as Promise<Buffer>).then((out) => {
+        sent = out;
+      });
+      // Then the response waits for wal-fast's 30 ms, not for wal-orders' 5 s
+      await vi.advanceTimersByTimeAsync(20);
+      expect(sent).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(11);
+      // And goes as the broker sent it: both batches inline, not stored in time
+      expect(sent).toBe(response);
+      expect(filter.stats.inline.notStoredInTime).toBe(2);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('does not hold a topic whose batches are stored longer than its own hold for another topic still uploading', async () => {
+    vi.useFakeTimers();
+    try {
+      // Given wal-fast's batch stored and wal-orders' still uploading
+      const { index, filter } = twoTopics();
+      const a = sampleBatch(0n, 3, 100, 1);
+      const f = sampleBatch(0n, 2, 100, 2);
+      index.add('wal-orders', 0, a, uploadingForever());
+      index.add(
+        'wal-fast',
+        0,
+        f,
+        ticket(
+          Promise.resolve({
+            objectKey: 'o1',
+            position: 28,
+            length: f.length,
+            objectSize: 999,
+            uploadedAtMs: 1,
+          }),
+        ),
+      );
+      await Promise.resolve();
+      const i = info();
+      filter.onRequest(i, fetchRequest([]));
+      let sent: Buffer | undefined;
+      void (filter.onResponse(i, answerOf(asStored(a, 0n), asStored(f, 0n))) as Promise<Buffer>).then(
+        (out) => {
+          sent = out;
+        },
+      );
+      // When wal-fast's 30 ms are up
+      await vi.advanceTimersByTimeAsync(31);
+      // Then the response went: wal-fast's batch as a reference, wal-orders' inline
+      expect(sent).toBeDefined();
+      const body = decodeFetchResponse(sent!.subarray(4 + 5), VERSION);
+      const segments = (t: number) => {
+        const tag = body.responses[t]!.partitions[0]!.taggedFields?.find(
+          (x) => x.tag === PARTITION_SEGMENTS_TAG,
+        );
+        return tag && decodePartitionSegments(tag.data).map((s) => s.kind);
+      };
+      expect(segments(0)).toEqual(['inline']);
+      expect(segments(1)).toEqual(['reference']);
+      expect(body.responses[0]!.partitions[0]!.records).toEqual(asStored(a, 0n));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
