@@ -302,9 +302,16 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
       r.observe(f.deadline, { reason: 'deadline' });
       r.observe(f.backoff, { reason: 'backoff' });
       r.observe(f.crcMismatch, { reason: 'crc_mismatch' });
+      r.observe(f.digestMismatch, { reason: 'digest_mismatch' });
       r.observe(f.lengthMismatch, { reason: 'length_mismatch' });
       r.observe(f.malformed, { reason: 'malformed' });
     },
+  );
+  counter(
+    'walproxy.fetch.digest_mismatches',
+    '{partition}',
+    'Follower side: referenced batches refused because their records are not the ones the leader stored (the object was overwritten or forged); the partition went inline',
+    (r) => r.observe(wal.fetchFill().fallbacks.digestMismatch),
   );
   counter(
     'walproxy.fetch.deadline_misses',

@@ -264,6 +264,43 @@ describe('the operator view (dashboard and alert rules)', () => {
           rmSync(dir, { recursive: true, force: true });
         }
       });
+
+      it('fires WalproxyFollowerDigestMismatch at once for one refused batch, only for that follower, and goes silent again (promtool test rules)', () => {
+        // Given follower b1 refusing one forged batch at minute 11, and b2 never refusing any
+        const dir = mkdtempSync(path.join(tmpdir(), 'walproxy-rules-'));
+        try {
+          writeFileSync(path.join(dir, 'rules.yaml'), prometheusRulesYaml());
+          const series = (labels: string, values: string) =>
+            `      - series: '${labels}'\n        values: '${values}'\n`;
+          const rule = ALERTS.find((a) => a.alert === 'WalproxyFollowerDigestMismatch')!;
+          const test = [
+            'rule_files: [rules.yaml]',
+            'evaluation_interval: 1m',
+            'tests:',
+            '  - interval: 1m',
+            '    input_series:',
+            series('walproxy_fetch_digest_mismatches_total{instance="b1"}', '0x10 1x30'),
+            series('walproxy_fetch_digest_mismatches_total{instance="b2"}', '0x40'),
+            '    alert_rule_test:',
+            // Then nothing before the refusal, b1 alone at minute 12 (no `for`: a forged object is
+            // never noise), and nothing once the refusal has left the window
+            '      - { eval_time: 10m, alertname: WalproxyFollowerDigestMismatch, exp_alerts: [] }',
+            '      - eval_time: 12m',
+            '        alertname: WalproxyFollowerDigestMismatch',
+            '        exp_alerts:',
+            '          - exp_labels: { instance: b1, severity: critical }',
+            '            exp_annotations:',
+            `              summary: ${JSON.stringify(rule.summary.replace('{{ $labels.instance }}', 'b1'))}`,
+            `              description: ${JSON.stringify(rule.description.replace('{{ $value | humanize }}', '1'))}`,
+            '      - { eval_time: 30m, alertname: WalproxyFollowerDigestMismatch, exp_alerts: [] }',
+            '',
+          ].join('\n');
+          writeFileSync(path.join(dir, 'test.yaml'), test);
+          expect(promtool(['test', 'rules', path.join(dir, 'test.yaml')])).toContain('SUCCESS');
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      });
     },
   );
 });

@@ -83,6 +83,19 @@ export const ALERTS: readonly AlertSpec[] = [
       'Follower fills fall back to inline because ranged GETs fail ({{ $value | humanize }} partitions/s). Check the store and the sidecar’s read access.',
   },
   {
+    // Not a store fault: the CRC held (or the digest would not have been checked), so the object
+    // was changed on purpose or by a tool that rewrites batches. The follower refused it and took
+    // the batch inline, so replicas did not diverge; whoever can write that bucket must be found.
+    alert: 'WalproxyFollowerDigestMismatch',
+    value: (w) => `sum by (instance) (increase(walproxy_fetch_digest_mismatches_total[${w}]))`,
+    condition: '> 0',
+    for: '0m',
+    severity: 'critical',
+    summary: 'A WAL object read by {{ $labels.instance }} does not hold the batch its leader stored',
+    description:
+      'Follower fills refused referenced batches ({{ $value | humanize }} in the window) whose records are not the ones the leader stored (SHA-256 mismatch) and took them inline: replicas stay correct, but a referenced WAL object was overwritten. Check who can write the buckets in --wal-store-url and --wal-read-store-url (bucket policy, access logs) and any tool that rewrites objects.',
+  },
+  {
     alert: 'WalproxyStoreSlowPuts',
     value: (w) =>
       `histogram_quantile(0.99, sum by (instance, le) (rate(walproxy_wal_upload_attempt_duration_bucket[${w}])))`,
