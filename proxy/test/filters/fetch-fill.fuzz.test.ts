@@ -18,8 +18,11 @@
 // or store (a name the reader factory throws on included); the segment list itself (lengths,
 // segments dropped, repeated, swapped, offsets); the list's bytes; inline records; the whole frame.
 import {
+  decodeFetchRequest,
+  decodeRequestHeader,
   encodeFetchResponse,
   encodePartitionSegments,
+  FETCH_CAPABILITY_TAG,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
@@ -333,6 +336,60 @@ async function runCase(index: number): Promise<string[]> {
   return problems;
 }
 
+/** The request as the codec reads it, without the capability tag; undefined for bytes it cannot read. */
+function requestFields(frame: Buffer, version: number): string | undefined {
+  try {
+    const payload = frame.subarray(4);
+    const header = decodeRequestHeader(payload);
+    const request = decodeFetchRequest(payload.subarray(header.headerLength), version);
+    const tags = request.taggedFields?.filter((t) => t.tag !== FETCH_CAPABILITY_TAG) ?? [];
+    return JSON.stringify(
+      plainOf({ header, request: { ...request, taggedFields: tags.length ? tags : undefined } }),
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+function plainOf(value: unknown): unknown {
+  return JSON.parse(
+    JSON.stringify(value, (_k, v) =>
+      typeof v === 'bigint' ? `${v}n` : v?.type === 'Buffer' ? Buffer.from(v.data).toString('hex') : v,
+    ),
+  );
+}
+
+/**
+ * A follower's request mutated past its api key, version and correlation id (what the pipe reads
+ * to route it): the filter never throws; a request the codec reads goes up marked and otherwise
+ * unchanged; one it cannot read goes up as it came, and its answer comes back as it came.
+ */
+async function runRequestCase(index: number): Promise<string[]> {
+  const rng = Rng.forCase(`${FILE}.request`, index);
+  const base = rng.pick(fixtures.fetch);
+  const m = mutateFrame(rng, base.followerRequest, 12);
+  const name = caseName(`${FILE}.request`, index, `${base.name}, ${m.what}`);
+  const fill = followerFill(storeOf(fixtures.objects));
+  const info = infoOf(base.followerRequest);
+  let forwarded: Buffer;
+  try {
+    const decision = fill.onRequest(info, m.bytes);
+    if (decision.action !== 'forward') return [`${name}: not forwarded`];
+    forwarded = decision.frame;
+  } catch (error) {
+    return [`${name}: onRequest threw (the pipe would close the connection): ${(error as Error).stack}`];
+  }
+  const read = requestFields(m.bytes, base.version);
+  if (read === undefined) {
+    if (!forwarded.equals(m.bytes)) return [`${name}: changed a request the codec cannot read`];
+    const out = await fill.onResponse(info, base.stockResponse);
+    return out.equals(base.stockResponse) ? [] : [`${name}: changed the answer to an unmarked request`];
+  }
+  if (requestFields(forwarded, base.version) !== read)
+    return [`${name}: changed more than the capability tag`];
+  return [];
+}
+
 /** The batches of records as the follower walks them, the last maybe partial; undefined for bytes it cannot walk. */
 function recordBatchesOf(records: Buffer): Array<{ partial: boolean; bytes: Buffer }> | undefined {
   try {
@@ -349,6 +406,12 @@ describe('FetchFillFilter, fuzzed with mutations of captured answers with refere
   it('delivers only inline batches and stored batches whose CRC and digest hold, passes on what it cannot read, and falls back inline when the store is wrong', async () => {
     const problems: string[] = [];
     for (const index of fuzzCases(CASES)) problems.push(...(await runCase(index)));
+    expect(problems.slice(0, 20)).toEqual([]);
+  });
+
+  it('never throws on a mutated follower request: marks what it reads, forwards the rest as it came', async () => {
+    const problems: string[] = [];
+    for (const index of fuzzCases(CASES)) problems.push(...(await runRequestCase(index)));
     expect(problems.slice(0, 20)).toEqual([]);
   });
 });
