@@ -350,10 +350,10 @@ export class FetchStripFilter implements FrameFilter {
           this.deps.topicNames.nameOf(id) === undefined &&
           !this.deps.topicNames.isUnknown(id),
       );
-    // The wait counts against the response's hold (answer): it ends at the smallest hold of the
-    // topics the response carries records of, an unnamed one's being --max-hold-ms.
+    // At most --max-hold-ms (an unnamed topic's hold), and the wait counts against the response's
+    // hold (answer): no longer than the smallest hold of the topics it carries records of either.
     const arrived = performance.now();
-    const nameWaitMs = unnamed.length > 0 ? this.responseHoldMs(response) : 0;
+    const nameWaitMs = unnamed.length > 0 ? Math.min(this.deps.maxHoldMs, this.responseHoldMs(response)) : 0;
     if (nameWaitMs > 0) {
       let timer: NodeJS.Timeout | undefined;
       return Promise.race([
