@@ -492,7 +492,10 @@ function rebuild(
     }
     // The CRC proves the batch whole, not that it is the leader's: CRC-32C is linear, so whoever
     // can overwrite the object can forge a same-header batch whose CRC holds (issue #24). The
-    // SHA-256 of its records must be the one the leader proved its log batch by.
+    // SHA-256 of its records must be the one the leader proved its log batch by. A reference
+    // without one (a version-2 list) is asked inline, not filled unverified: this side asks for
+    // version 3, a leader side that reads it answers in it, and one that does not answers stock,
+    // so a version-2 list here comes from no leader side that follows the format.
     if (segment.digest === undefined) {
       return fail('malformed', `batch at offset ${base}: the reference carries no digest`, base);
     }
