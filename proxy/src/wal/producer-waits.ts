@@ -44,8 +44,8 @@ interface ProducerConnection {
 
 /**
  * A connection unheard of this long is forgotten until it sends again: it went quiet (a closed one
- * is forgotten at once, `closed`). An unanswered request this old will not be answered: the
- * broker times a Produce out long before (`request.timeout.ms`, 30 s).
+ * is forgotten at once, `closed`). An unanswered request this old is past the timeout the broker
+ * answers a Produce by (the request's `timeout`: a producer's `request.timeout.ms`, 30 s by default).
  */
 const FORGET_AFTER_MS = 60_000;
 
