@@ -348,7 +348,7 @@ describe.each(VARIANTS)(
       }
     });
 
-    it('gives V8 the heap half of the sidecar container’s memory limit', () => {
+    it('gives V8 the heap share of the sidecar container’s memory limit', () => {
       const env = container('walproxy').env ?? [];
       const nodeOptions = env.find((e) => e.name === 'NODE_OPTIONS')?.value;
       const limit = parseQuantity(w.resources.limits.memory);

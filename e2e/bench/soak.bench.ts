@@ -2,7 +2,7 @@
  * `make bench-soak` (issue #12, Measure): a memory soak. One 3-broker cluster with sidecars run
  * as the Helm chart runs them by default: a memory limit of SOAK_MEMORY_LIMIT_MB (512, the chart's
  * default `sidecar.resources.limits.memory`; here given as --memory-limit-bytes, which the
- * sidecar would read from its cgroup) and NODE_OPTIONS=--max-old-space-size at half of it; every
+ * sidecar would read from its cgroup) and NODE_OPTIONS=--max-old-space-size at V8's share of it; every
  * other bound derived from the limit (no other memory flag). One WAL topic whose partitions are led by every broker, and
  * Kafka's ProducerPerformance making many small batches (linger.ms=0, batch.size=0: one record
  * per batch) at SOAK_BATCHES_PER_S per broker for SOAK_SECONDS. Every SOAK_SAMPLE_S it reads each
@@ -28,6 +28,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { memoryBounds } from '@walproxy/proxy';
 import { kafkaToolJavaArgs, propertiesFile } from '../src/clients/java-tools.js';
 import { createTopic, withAdmin } from '../src/clients/kafkajs.js';
 import { BROKER_IDS, KafkaCluster, type SidecarCounters } from '../src/cluster/kafka-cluster.js';
@@ -67,6 +68,8 @@ const STEADY_FROM_S = positive('SOAK_STEADY_FROM_S', 60);
 const MEMORY_LIMIT_MB = Math.round(positive('SOAK_MEMORY_LIMIT_MB', 512));
 const TOPIC = 'wal-soak';
 const MB = 1024 * 1024;
+/** V8's share of the limit, as the chart gives it (proxy/src/memory-budget.ts). */
+const HEAP_MB = Math.floor(memoryBounds(MEMORY_LIMIT_MB * MB, 'flag').heapBytes / MB);
 const RESULTS = path.join(repoRoot(), '.runs', 'bench', 'soak.json');
 
 /** VmRSS and VmHWM of `pid` in MB (proc(5)). */
@@ -241,8 +244,8 @@ async function main(): Promise<void> {
       sidecarArgs: () => walSidecarArgs(s3, [`--memory-limit-bytes=${MEMORY_LIMIT_MB * MB}`]),
       sidecarEnv: {
         ...walSidecarEnv(),
-        // As the chart sets it (deploy/helm/walproxy/templates/_sidecar.tpl): half the limit.
-        NODE_OPTIONS: `--max-old-space-size=${Math.floor(MEMORY_LIMIT_MB / 2)} --require ${path.join(import.meta.dirname, 'soak-memory-probe.cjs')}`,
+        // As the chart sets it (deploy/helm/walproxy/templates/_sidecar.tpl): V8's share of the limit.
+        NODE_OPTIONS: `--max-old-space-size=${HEAP_MB} --require ${path.join(import.meta.dirname, 'soak-memory-probe.cjs')}`,
         SOAK_PROBE_DIR: probeDir,
         SOAK_PROBE_INTERVAL_MS: String(SAMPLE_S * 1000),
       },
@@ -372,7 +375,7 @@ async function main(): Promise<void> {
         record_bytes: RECORD_BYTES,
         acks: ACKS,
         steady_from_s: STEADY_FROM_S,
-        sidecar_memory_flags: `--memory-limit-bytes=${MEMORY_LIMIT_MB * MB}, NODE_OPTIONS=--max-old-space-size=${Math.floor(MEMORY_LIMIT_MB / 2)} (the chart's way of running a ${MEMORY_LIMIT_MB}Mi limit)`,
+        sidecar_memory_flags: `--memory-limit-bytes=${MEMORY_LIMIT_MB * MB}, NODE_OPTIONS=--max-old-space-size=${HEAP_MB} (the chart's way of running a ${MEMORY_LIMIT_MB}Mi limit)`,
         s3: 'versitygw on loopback',
       },
       failure: failure ?? null,

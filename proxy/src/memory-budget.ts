@@ -3,11 +3,14 @@
 // grow the process past its container (an OOM kill is a dead sidecar, and a dead sidecar is a
 // fenced broker). Explicit flags still win over the derived values.
 //
-// The split follows where the bytes live. V8's old space holds the JavaScript objects: the batch
-// index and the metadata queue; the rest of that half is the runtime's own heap and the garbage
-// collector's headroom. Buffers live outside the heap: the WAL writer's pending batches, the
-// follower's read cache and the connections' write queues; the rest of that half carries frames in
-// flight (a Fetch response is buffered whole), TLS and the runtime's native memory.
+// The split follows where the bytes live. V8's old space holds the JavaScript objects: the
+// metadata queue; the rest of the heap share is the runtime's own heap and the garbage collector's
+// headroom. ArrayBuffers live outside it (process.memoryUsage().arrayBuffers, not heapUsed): the
+// batch index (fixed-size records in typed arrays, wal/batch-index.ts), the WAL writer's pending
+// batches, the follower's read cache and the connections' write queues; the rest of the limit
+// carries frames in flight (a Fetch response is buffered whole), TLS and the runtime's native
+// memory. The heap share is what `--max-old-space-size` allows: counting the off-heap index in it
+// (issue #24) let the heap grow into the memory the index and the frames in flight need.
 import { readFileSync } from 'node:fs';
 
 const MiB = 1024 * 1024;
@@ -17,7 +20,10 @@ export const DEFAULT_MEMORY_LIMIT_BYTES = 512 * MiB;
 /** Below this the derived bounds are too small to serve a broker; the flag refuses it. */
 export const MIN_MEMORY_LIMIT_BYTES = 128 * MiB;
 
-/** Heap bytes of one batch index entry (the compact index: key, stable header, ticket, location). */
+/**
+ * Bytes of one batch index entry, in typed arrays off the V8 heap (the compact index: key, stable
+ * header, digest, location; ~130 B plus its share of the hash heads).
+ */
 export const BATCH_INDEX_ENTRY_BYTES = 150;
 /** Heap bytes of one queued WAL metadata piece (object key, topic, offsets, as JS values). */
 export const METADATA_PIECE_BYTES = 300;
@@ -28,10 +34,16 @@ export const METADATA_PIECE_BYTES = 300;
  */
 export const EXPECTED_CONNECTIONS = 256;
 
-/** Fractions of the limit. The two halves: heap (V8 old space) and off-heap (Buffers). */
+/** V8's share of the limit in percent (integer, so the Helm chart's integer arithmetic agrees). */
+const HEAP_PERCENT = 44;
+
+/**
+ * Fractions of the limit. `heap` is V8's old space, holding the `heap` parts below; the `offHeap`
+ * parts and `offHeapRest` (frames in flight, TLS, native memory) are the rest of the limit.
+ */
 export const MEMORY_SHARES = {
   /** `--max-old-space-size` should be this share of the limit. */
-  heap: 0.5,
+  heap: HEAP_PERCENT / 100,
   // 6 %: at 512 MiB, 214,748 entries, ~43 s of batches at 5,000 batches/s — a follower further
   // behind than that gets those batches inline. At 12 % the index alone took the sidecar past
   // 256 MB in the soak (docs/benchmarks.md, "Memory soak").
@@ -40,7 +52,15 @@ export const MEMORY_SHARES = {
   writerPending: 0.12,
   readCache: 0.12,
   connections: 0.12,
+  /** Not bounded by any flag: frames in flight, TLS and the runtime's native memory. */
+  offHeapRest: 0.14,
 } as const;
+
+/** Where each bounded part's bytes live: in V8's heap share, or outside it. */
+export const MEMORY_PLACES = {
+  heap: ['metadataQueue'],
+  offHeap: ['batchIndex', 'writerPending', 'readCache', 'connections'],
+} as const satisfies Record<'heap' | 'offHeap', ReadonlyArray<keyof typeof MEMORY_SHARES>>;
 
 /** The bounds the parts take, each within the limit's share for it. */
 export interface MemoryBounds {
@@ -88,7 +108,7 @@ export function memoryBounds(
   return {
     limitBytes,
     source,
-    heapBytes: share(MEMORY_SHARES.heap),
+    heapBytes: Math.floor((limitBytes * HEAP_PERCENT) / 100),
     batchIndexEntries: Math.max(
       LIMITS.batchIndexEntries.min,
       Math.floor(share(MEMORY_SHARES.batchIndex) / BATCH_INDEX_ENTRY_BYTES),

@@ -1,49 +1,99 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { makeBatch } from '../../shared/test/wal/batches.js';
 import {
   BATCH_INDEX_ENTRY_BYTES,
   cgroupMemoryLimit,
   DEFAULT_MEMORY_LIMIT_BYTES,
   EXPECTED_CONNECTIONS,
+  MEMORY_PLACES,
   MEMORY_SHARES,
   METADATA_PIECE_BYTES,
   memoryBounds,
   resolveMemoryLimit,
 } from '../src/memory-budget.js';
+import { WalBatchIndex } from '../src/wal/batch-index.js';
+import type { WalAppendTicket, WalLocation } from '../src/wal/index.js';
 
 const MiB = 1024 * 1024;
 
 describe('memoryBounds', () => {
-  it('splits 512 MiB so that every accounted part fits, with the heap half holding the index and queue', () => {
-    const b = memoryBounds(512 * MiB, 'cgroup');
+  it('splits 512 MiB so that every accounted part fits in the place its bytes live', () => {
+    const limit = 512 * MiB;
+    const b = memoryBounds(limit, 'cgroup');
     // Each part within its share of the limit
-    expect(b.batchIndexEntries * BATCH_INDEX_ENTRY_BYTES).toBeLessThanOrEqual(
-      512 * MiB * MEMORY_SHARES.batchIndex,
+    const bytes = {
+      batchIndex: b.batchIndexEntries * BATCH_INDEX_ENTRY_BYTES,
+      metadataQueue: b.metadataQueuePieces * METADATA_PIECE_BYTES,
+      writerPending: b.writerPendingBytes,
+      readCache: b.readCacheBytes,
+      connections: 2 * EXPECTED_CONNECTIONS * b.maxBufferedBytes,
+    };
+    for (const [part, n] of Object.entries(bytes)) {
+      expect(n, part).toBeLessThanOrEqual(limit * MEMORY_SHARES[part as keyof typeof bytes]);
+    }
+    expect(b.writerPendingBytes).toBe(Math.floor(limit * MEMORY_SHARES.writerPending));
+    expect(b.readCacheBytes).toBe(Math.floor(limit * MEMORY_SHARES.readCache));
+    // The heap-resident parts take at most half of V8's heap (the rest is the runtime's and the
+    // collector's); the off-heap parts and what no flag bounds (frames in flight, TLS, native
+    // memory) fit in what the heap leaves of the limit
+    const sum = (parts: readonly (keyof typeof bytes)[]) => parts.reduce((n, part) => n + bytes[part], 0);
+    expect(sum(MEMORY_PLACES.heap)).toBeLessThan(b.heapBytes / 2);
+    expect(sum(MEMORY_PLACES.offHeap) + limit * MEMORY_SHARES.offHeapRest).toBeLessThanOrEqual(
+      limit - b.heapBytes,
     );
-    expect(b.metadataQueuePieces * METADATA_PIECE_BYTES).toBeLessThanOrEqual(
-      512 * MiB * MEMORY_SHARES.metadataQueue,
-    );
-    expect(b.writerPendingBytes).toBe(Math.floor(512 * MiB * MEMORY_SHARES.writerPending));
-    expect(b.readCacheBytes).toBe(Math.floor(512 * MiB * MEMORY_SHARES.readCache));
-    expect(2 * EXPECTED_CONNECTIONS * b.maxBufferedBytes).toBeLessThanOrEqual(
-      512 * MiB * MEMORY_SHARES.connections,
-    );
-    // The heap-resident parts fit in the heap share; the off-heap ones in the other half
-    expect(b.heapBytes).toBe(256 * MiB);
-    expect(
-      b.batchIndexEntries * BATCH_INDEX_ENTRY_BYTES + b.metadataQueuePieces * METADATA_PIECE_BYTES,
-    ).toBeLessThan(b.heapBytes / 2);
-    expect(
-      b.writerPendingBytes + b.readCacheBytes + 2 * EXPECTED_CONNECTIONS * b.maxBufferedBytes,
-    ).toBeLessThan(512 * MiB - b.heapBytes);
     // Figures an operator can check against the log line
     expect(b).toMatchObject({
+      heapBytes: Math.floor(limit * 0.44),
       batchIndexEntries: 214_748,
       metadataQueuePieces: 71_582,
       maxBufferedBytes: 125_829,
     });
+  });
+
+  it('files the batch index off the V8 heap, where its typed arrays are (measured)', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const settled = () => {
+      for (let i = 0; i < 3; i++) gc();
+      return process.memoryUsage();
+    };
+    const entries = 40_000;
+    const location = {
+      objectKey: 'k',
+      objectSize: 1_000_000,
+      position: 0,
+      length: 80,
+      uploadedAtMs: 0,
+    } as unknown as WalLocation;
+    const stored = {
+      durable: Promise.resolve(location),
+      confirm: () => undefined,
+      reject: () => undefined,
+      group: 0,
+      isPending: () => false,
+    } satisfies WalAppendTicket;
+    const before = settled();
+    // Given a full index (every entry stored, so no ticket is held for it)
+    const index = new WalBatchIndex({ maxEntries: entries });
+    for (let i = 0; i < entries; i++) {
+      index.add('t', i % 16, makeBatch({ records: Buffer.from(`record ${i}`) }), stored);
+    }
+    await new Promise((r) => setImmediate(r));
+    const after = settled();
+    const { allocatedBytes } = index.stats;
+    expect(index.stats.entries).toBe(entries);
+    // Then its bytes are ArrayBuffers, not V8 heap, and within BATCH_INDEX_ENTRY_BYTES an entry
+    expect(after.arrayBuffers - before.arrayBuffers).toBeGreaterThanOrEqual(allocatedBytes);
+    expect(after.heapUsed - before.heapUsed).toBeLessThan(allocatedBytes / 10);
+    expect(allocatedBytes).toBeLessThanOrEqual(entries * BATCH_INDEX_ENTRY_BYTES);
+    // And the budget counts them outside the heap share
+    expect(MEMORY_PLACES.offHeap).toContain('batchIndex');
+    expect(MEMORY_PLACES.heap).not.toContain('batchIndex');
   });
 
   it('scales with the limit, the per-connection buffer capped at 1 MiB', () => {

@@ -7,6 +7,7 @@ import { parseSidecarConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { FrameDecoder } from '../src/net/frame-decoder.js';
 import { Sidecar } from '../src/sidecar.js';
+import { TELEMETRY_STOP_TIMEOUT_MS } from '../src/telemetry/telemetry.js';
 import { echoRequest } from './net/echo-broker.js';
 
 // A Sidecar wired from flags in front of fake brokers and a fake controller, for what the order of
@@ -137,7 +138,10 @@ function capturingLog() {
   return { log, lines };
 }
 
-async function sidecar(extra: Record<string, unknown> = {}) {
+async function sidecar(
+  extra: Record<string, unknown> = {},
+  telemetry: ConstructorParameters<typeof Sidecar>[3] = {},
+) {
   const client = await fakeBroker();
   const replication = await fakeBroker();
   const controller = await fakeController();
@@ -159,7 +163,7 @@ async function sidecar(extra: Record<string, unknown> = {}) {
   });
   if (!('config' in parsed)) throw new Error(parsed.errors.join('\n'));
   const { log, lines } = capturingLog();
-  const instance = new Sidecar(parsed.config, log);
+  const instance = new Sidecar(parsed.config, log, undefined, telemetry);
   cleanups.push(() => instance.stop(0));
   await instance.start();
   return { instance, client, replication, ports, lines };
@@ -297,4 +301,31 @@ describe('Sidecar start without a usable store', () => {
     await s.instance.stop(1_000);
     expect(s.lines.find((l) => l.msg === 'sidecar stopped')).toBeDefined();
   });
+
+  it('does not wait on a hung OTLP collector longer than the telemetry stop bound', async () => {
+    // Given a sidecar exporting over OTLP to a collector that accepts and never answers
+    const hung = new Set<net.Socket>();
+    const collector = net.createServer((socket) => {
+      hung.add(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => {
+      for (const socket of hung) socket.destroy();
+      collector.close();
+    });
+    const otlpEndpoint = `http://127.0.0.1:${(collector.address() as net.AddressInfo).port}`;
+    const s = await sidecar({}, { otlpEndpoint });
+    // When it stops (nothing to drain)
+    const began = performance.now();
+    await s.instance.stop(0);
+    const tookMs = performance.now() - began;
+    // Then the stop ends at the telemetry's bound, not at the exporter's 10 s, and says why
+    expect(tookMs).toBeLessThan(TELEMETRY_STOP_TIMEOUT_MS + SCHEDULING_SLACK_MS);
+    expect(s.lines.find((l) => l.msg === 'sidecar stopped')).toBeDefined();
+    expect(s.lines.find((l) => l.msg.includes('telemetry shutdown abandoned'))).toBeDefined();
+  });
 });
+
+/** Timers and the event loop on a loaded machine: what a bound may be overrun by. */
+const SCHEDULING_SLACK_MS = 500;

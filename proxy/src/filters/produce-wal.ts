@@ -287,6 +287,11 @@ export class ProduceWalFilter implements FrameFilter {
     return { action: 'forward', frame, expectResponse };
   }
 
+  /** The connection closed: ProducerWaits forgets it and the requests it left unanswered. */
+  onClose(connection: FilterConnection): void {
+    this.deps.producerWaits?.closed(connection);
+  }
+
   /** Appends every batch of one topic's partitions to the WAL, if the topic goes to the WAL. */
   private copyTopic(
     info: RequestInfo,

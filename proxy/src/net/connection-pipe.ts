@@ -173,6 +173,7 @@ export class ConnectionPipe {
     this.closed = true;
     this.options.log[level]({ reason, inFlight: this.slots.length }, 'connection closed');
     this.upstream.destroy();
+    this.closeFilters();
     const notify = () => {
       for (const callback of this.onClosed.splice(0)) callback();
     };
@@ -186,6 +187,21 @@ export class ConnectionPipe {
     } else {
       this.downstream.destroy();
       notify();
+    }
+  }
+
+  /** Tells every filter the connection is gone: what they keep for it must not outlive it. */
+  private closeFilters(): void {
+    for (const filter of new Set(this.options.filters)) {
+      try {
+        filter.onClose?.(this.filterConnection);
+      } catch (error) {
+        // A close runs from socket events: a filter's bug must not take the sidecar down.
+        this.options.log.warn(
+          { error: (error as Error).message },
+          'filter failed to release a closed connection',
+        );
+      }
     }
   }
 

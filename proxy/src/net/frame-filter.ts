@@ -20,7 +20,8 @@ export type RequestDecision =
 
 /**
  * The connection a frame belongs to, for filters that must say something about it. One object per
- * connection, the same for every request of it: filters may key per-connection state by it.
+ * connection, the same for every request of it: filters may key per-connection state by it, and
+ * release that state in onClose.
  */
 export interface FilterConnection {
   /** The connection's logger: carries the listener name and the downstream peer address. */
@@ -48,6 +49,14 @@ export interface FrameFilter {
   ): RequestDecision | Promise<RequestDecision>;
   /** May return a promise (a response held until something is durable); order is kept anyway. */
   onResponse?(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer>;
+  /**
+   * The connection closed (either side, or the sidecar closed it): forget whatever is kept for it,
+   * so that nothing keyed by a connection outlives it. Called once per connection, for every
+   * filter of its pipe, whether or not the filter saw a frame of it; no onResponse of it follows.
+   * A decision still pending (a promise onRequest returned) may settle later: it must not keep
+   * anything for the connection then.
+   */
+  onClose?(connection: FilterConnection): void;
 }
 
 /**

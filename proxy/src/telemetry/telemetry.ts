@@ -21,6 +21,12 @@ import type { TelemetrySources } from './sources.js';
 import { SpanMapper } from './spans.js';
 
 export const INSTRUMENTATION_SCOPE = '@walproxy/proxy';
+/**
+ * A stop pushes what is left over OTLP for at most this long. The OTLP exporters wait 10 s for a
+ * collector and the metric reader's shutdown waits for them: a collector that accepts and never
+ * answers kept a stopping pod alive that long (issue #24), past the drain it was stopped for.
+ */
+export const TELEMETRY_STOP_TIMEOUT_MS = 2_000;
 const VERSION = '0.1.0';
 
 export interface TelemetryInit extends Partial<TelemetryOptions> {
@@ -136,16 +142,29 @@ export class Telemetry {
     return this.#serializer.serialize(resourceMetrics);
   }
 
-  /** Unsubscribes, pushes what is left over OTLP, and shuts the providers down. */
-  async stop(): Promise<void> {
+  /**
+   * Unsubscribes, pushes what is left over OTLP, and shuts the providers down; gives up after
+   * `timeoutMs` (what is not pushed by then is lost, as it would be in a crash).
+   */
+  async stop(timeoutMs = TELEMETRY_STOP_TIMEOUT_MS): Promise<void> {
     if (this.#started) {
       for (const [name, handler] of this.#subscriptions) unsubscribe(name, handler);
       this.#started = false;
     }
-    const results = await Promise.allSettled([
-      this.meterProvider.shutdown(),
-      this.tracerProvider?.shutdown(),
-    ]);
+    const shutdown = Promise.allSettled([this.meterProvider.shutdown(), this.tracerProvider?.shutdown()]);
+    let timer: NodeJS.Timeout | undefined;
+    const abandoned = new Promise<'abandoned'>((resolve) => {
+      timer = setTimeout(() => resolve('abandoned'), timeoutMs);
+    });
+    const results = await Promise.race([shutdown, abandoned]);
+    clearTimeout(timer);
+    if (results === 'abandoned') {
+      this.#log.warn(
+        { timeoutMs, otlpEndpoint: this.#otlpEndpoint },
+        'telemetry shutdown abandoned: the OTLP collector did not take the last export in time',
+      );
+      return;
+    }
     for (const r of results) {
       if (r.status === 'rejected') this.#log.warn({ error: String(r.reason) }, 'telemetry shutdown failed');
     }

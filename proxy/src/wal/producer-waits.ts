@@ -43,8 +43,9 @@ interface ProducerConnection {
 }
 
 /**
- * A connection unheard of this long is forgotten: it closed (the filter chain has no close hook)
- * or went quiet. An unanswered request this old belonged to a connection that closed.
+ * A connection unheard of this long is forgotten until it sends again: it went quiet (a closed one
+ * is forgotten at once, `closed`). An unanswered request this old is past the timeout the broker
+ * answers a Produce by (the request's `timeout`: a producer's `request.timeout.ms`, 30 s by default).
  */
 const FORGET_AFTER_MS = 60_000;
 
@@ -87,6 +88,19 @@ export class ProducerWaits {
     this.#byRequest.set(info, c);
   }
 
+  /**
+   * `connection` closed: whatever it had unanswered never will be, and nothing of it is kept (its
+   * requests' batches view its request frames). Without this every producer connection ever seen
+   * stayed here, with the frames of the requests it left unanswered.
+   */
+  closed(connection: object): void {
+    const c = this.#connections.get(connection);
+    if (c === undefined) return;
+    this.#connections.delete(connection);
+    for (const r of c.unanswered) this.#byRequest.delete(r.info);
+    c.unanswered.length = 0;
+  }
+
   /** The broker answered `info` (the answer is on its way downstream). */
   answered(info: RequestInfo, nowMs: number): void {
     const c = this.#byRequest.get(info);
@@ -111,8 +125,8 @@ export class ProducerWaits {
         continue;
       }
       if (nowMs - oldest.sentAtMs > FORGET_AFTER_MS) {
-        // Never answered: its connection closed. Whatever it had unanswered never will be.
-        this.#connections.delete(key);
+        // The broker will not answer it any more: nothing of it waits for an object.
+        this.closed(key);
         continue;
       }
       if (!oldest.waitsForTheWal) return true;

@@ -20,8 +20,10 @@ type ForwardDecision = Extract<RequestDecision, { action: 'forward' }>;
 export class FilterChain implements FrameFilter {
   readonly apiKeys: ReadonlySet<number>;
   private readonly byKey = new Map<number, FrameFilter[]>();
+  private readonly filters: readonly FrameFilter[];
 
   constructor(filters: readonly FrameFilter[]) {
+    this.filters = [...new Set(filters)];
     for (const filter of filters) {
       for (const key of filter.apiKeys) {
         const chain = this.byKey.get(key) ?? [];
@@ -68,6 +70,11 @@ export class FilterChain implements FrameFilter {
       decision = next;
     }
     return decision;
+  }
+
+  /** Every chained filter releases what it keeps for the connection (frame-filter.ts). */
+  onClose(connection: FilterConnection): void {
+    for (const filter of this.filters) filter.onClose?.(connection);
   }
 
   onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {

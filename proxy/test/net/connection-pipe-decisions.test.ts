@@ -2,7 +2,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { FrameDecoder } from '../../src/net/frame-decoder.js';
-import type { FrameFilter, RequestDecision } from '../../src/net/frame-filter.js';
+import type { FilterConnection, FrameFilter, RequestDecision } from '../../src/net/frame-filter.js';
 import { ProxyListener } from '../../src/net/proxy-listener.js';
 
 // Requests whose filter decides later (a promise): a zone-local produce waits for its store write
@@ -124,6 +124,32 @@ async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void>
 const settle = () => new Promise((r) => setTimeout(r, 50));
 
 describe('ConnectionPipe, requests decided later', () => {
+  it('tells each filter once that a connection closed, naming the connection its requests came with', async () => {
+    const upstream = await recordingUpstream();
+    const seen: FilterConnection[] = [];
+    const closed: FilterConnection[] = [];
+    const filter: FrameFilter = {
+      apiKeys: new Set([HELD]),
+      onRequest: (_info, frame, connection) => {
+        seen.push(connection);
+        return { action: 'forward', frame, expectResponse: true };
+      },
+      onClose: (connection) => closed.push(connection),
+    };
+    const c = await start(filter, upstream.port);
+    c.socket.write(Buffer.concat([request(1, HELD), request(2, HELD)]));
+    await until(() => c.answers().length === 2);
+    expect(closed).toEqual([]);
+    // When the client goes away
+    c.socket.destroy();
+    await until(() => closed.length > 0);
+    await settle();
+    // Then the filter hears of it once, about the very connection it saw
+    expect(closed).toHaveLength(1);
+    expect(closed[0]).toBe(seen[0]);
+    expect(seen[1]).toBe(seen[0]);
+  });
+
   it('forwards the requests behind a pending decision only after it, in arrival order', async () => {
     const upstream = await recordingUpstream();
     const held = heldFilter();

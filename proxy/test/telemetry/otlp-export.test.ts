@@ -1,8 +1,10 @@
 import { channel } from 'node:diagnostics_channel';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
 import { Telemetry } from '../../src/telemetry/index.js';
+import { TELEMETRY_STOP_TIMEOUT_MS } from '../../src/telemetry/telemetry.js';
 import {
   WAL_WRITER_CHANNELS,
   type WalSealEvent,
@@ -13,8 +15,11 @@ import { fakeSources, silentLog } from './fixtures.js';
 
 // A stand-in OTLP/HTTP collector: it records what the exporters POST. Nothing a real broker could
 // answer is involved; this checks the wiring of --otlp-endpoint end to end over HTTP.
-const servers: http.Server[] = [];
+const servers: Array<http.Server | net.Server> = [];
+const hungSockets = new Set<net.Socket>();
 afterEach(async () => {
+  for (const socket of hungSockets) socket.destroy();
+  hungSockets.clear();
   for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
 });
 
@@ -71,4 +76,43 @@ describe('OTLP/HTTP export', () => {
     expect(received.map((r) => r.type)).toEqual(received.map(() => 'application/json'));
     expect(received.every((r) => r.bytes > 0)).toBe(true);
   });
+
+  it('stops within its bound when the collector accepts and never answers', async () => {
+    // Given a collector that takes connections and never answers (hung)
+    const url = await hungCollector();
+    const lines: Array<{ msg: string; timeoutMs?: number }> = [];
+    const telemetry = new Telemetry({
+      sources: fakeSources().sources,
+      log: createLogger('warn', { write: (line: string) => lines.push(JSON.parse(line)) }),
+      otlpEndpoint: url,
+      metricsExportIntervalMs: 3_600_000,
+    });
+    telemetry.start();
+    // When telemetry stops (its last metrics export goes to the hung collector)
+    const began = performance.now();
+    await telemetry.stop();
+    const tookMs = performance.now() - began;
+    // Then it gave up at its bound, saying so, instead of waiting out the exporter's 10 s
+    expect(tookMs).toBeLessThan(TELEMETRY_STOP_TIMEOUT_MS + SCHEDULING_SLACK_MS);
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        msg: expect.stringContaining('telemetry shutdown abandoned'),
+        timeoutMs: TELEMETRY_STOP_TIMEOUT_MS,
+      }),
+    );
+  });
 });
+
+/** Timers and the event loop on a loaded machine: what a bound may be overrun by. */
+const SCHEDULING_SLACK_MS = 500;
+
+/** An OTLP endpoint that accepts connections and never answers. */
+async function hungCollector(): Promise<string> {
+  const server = net.createServer((socket) => {
+    hungSockets.add(socket);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}

@@ -96,6 +96,25 @@ describe('ProducerWaits', () => {
     expect(waits.mayStillAdd(GROUP, 1, LINGER)).toBe(false);
   });
 
+  it('forgets a closed connection at once, with the requests it left unanswered', () => {
+    const waits = new ProducerWaits();
+    const gone = {};
+    const stays = {};
+    const left = request();
+    waits.sent(gone, left, acksAll([batch()]), 0);
+    waits.sent(stays, request(), acksAll([batch()]), 0);
+    // When the first connection closes with its request unanswered
+    waits.closed(gone);
+    // Then only the other one is followed, and the closed one's batch no longer holds objects
+    expect(waits.stats.connections).toBe(1);
+    waits.closed(stays);
+    expect(waits.stats.connections).toBe(0);
+    expect(waits.mayStillAdd(GROUP, 1, LINGER)).toBe(false);
+    // An answer that still turns up for it (the pipe is gone) changes nothing
+    waits.answered(left, 2);
+    expect(waits.stats.connections).toBe(0);
+  });
+
   it('forgets connections that closed with a request unanswered, and quiet ones', () => {
     const waits = new ProducerWaits();
     waits.sent({}, request(), acksAll([batch()]), 0);

@@ -118,4 +118,22 @@ describe('FilterChain', () => {
     expect(chain.onRequest(info, produce(0), connection)).toMatchObject({ expectResponse: false });
     expect(chain.onRequest(info, produce(1), connection)).toMatchObject({ expectResponse: true });
   });
+
+  it('tells every chained filter once that a connection closed, whatever keys they claim', () => {
+    // Given a filter chained with a ProduceWalFilter-like one (per-connection state) and one without a hook
+    const closed: string[] = [];
+    const keeping = (name: string, keys: number[]): FrameFilter => ({
+      apiKeys: new Set(keys),
+      onClose: (c) => closed.push(`${name}:${c === connection}`),
+    });
+    const chain = new FilterChain([
+      keeping('zone', [0, 1, 3]),
+      tagging('plain', [0], []),
+      keeping('wal', [0]),
+    ]);
+    // When the connection closes
+    chain.onClose(connection);
+    // Then both filters that keep something for it hear of it, about that connection
+    expect(closed).toEqual(['zone:true', 'wal:true']);
+  });
 });

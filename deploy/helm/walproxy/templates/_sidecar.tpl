@@ -87,10 +87,11 @@ env:
   - name: POD_NAME
     valueFrom: { fieldRef: { fieldPath: metadata.name } }
   {{- with include "walproxy.memoryBytes" $w.resources.limits.memory }}
-  # V8's heap gets the heap half of the container's limit (docs/deploy.md, "Memory"); walproxy
-  # reads the limit itself from its cgroup and sizes every cache and queue from it.
+  # V8's heap gets its share of the container's limit, 44 % (proxy/src/memory-budget.ts;
+  # docs/deploy.md, "Memory"); walproxy reads the limit itself from its cgroup and sizes every
+  # cache and queue from it.
   - name: NODE_OPTIONS
-    value: "--max-old-space-size={{ div (int64 .) 2097152 }}"
+    value: "--max-old-space-size={{ div (mul (int64 .) 44) 104857600 }}"
   {{- end }}
   {{- if $w.otlpEndpoint }}
   # Read once walproxy exports OTLP (issue 6).
