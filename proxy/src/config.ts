@@ -15,6 +15,7 @@ import type { ObjectStoreOptions } from './store/index.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
 import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
+import { PEER_STORE_DEFAULTS } from './wal/peer-store-readers.js';
 import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from './wal/sealing-policy.js';
 import { parseZoneConfig, type ZoneConfig } from './zone/zone-config.js';
 
@@ -40,6 +41,10 @@ export interface WalConfig {
   maxHoldMs: number;
   /** Other stores (URL globs) the follower side may read references from: peers in other zones. */
   readStoreUrls: string[];
+  /** Stores open at once that only a glob of readStoreUrls allows (PeerStoreReaders). */
+  readStoreMaxOpen: number;
+  /** A peer store unread this long is closed (PeerStoreReaders). */
+  readStoreIdleMs: number;
   /** Follower side: the latest a follower's Fetch response leaves, however slow the store's GETs. */
   fillDeadlineMs: number;
   /** What the sealing policy prices objects with, and its hysteresis (docs/cost.md). */
@@ -146,6 +151,8 @@ export const SIDECAR_DEFAULTS = {
   'wal-seal-when-producers-wait': 'true',
   'max-hold-ms': 200,
   'fill-deadline-ms': FETCH_FILL_DEADLINE_MS,
+  'wal-read-store-max-open': PEER_STORE_DEFAULTS.maxGlobStores,
+  'wal-read-store-idle-ms': PEER_STORE_DEFAULTS.idleMs,
   'metadata-topic': '__remote_wal_log_metadata',
   'metadata-topic-partitions': 3,
   'metadata-topic-replication-factor': 3,
@@ -415,6 +422,8 @@ function parseWalConfig(
   const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
   // Past 10 s a slow store could hold a follower near replica.lag.time.max.ms (30 s by default).
   const fillDeadlineMs = integer(raw, 'fill-deadline-ms', errors, 0, 10_000);
+  const readStoreMaxOpen = integer(raw, 'wal-read-store-max-open', errors, 0, 1024);
+  const readStoreIdleMs = integer(raw, 'wal-read-store-idle-ms', errors, 1_000, 86_400_000);
   const defaults: Partial<TopicSettings> = {
     wal: false,
     latencyBudgetMs: integer(
@@ -471,6 +480,8 @@ function parseWalConfig(
     sealWhenProducersWait: bool(raw, 'wal-seal-when-producers-wait', errors) ?? true,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
+    readStoreMaxOpen: readStoreMaxOpen!,
+    readStoreIdleMs: readStoreIdleMs!,
     fillDeadlineMs: fillDeadlineMs!,
     metadata: {
       bootstrap: metadataBootstrap,

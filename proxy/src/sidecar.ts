@@ -418,6 +418,7 @@ export class Sidecar {
               fetchStrip: this.wal.fetchStrip.stats,
               fetchFill: this.wal.fetchFill.stats,
               reader: this.wal.reader.stats,
+              peerStores: this.wal.peerReaders.stats,
               writer: this.wal.writer.stats,
               sealing: this.wal.sealing.stats(Date.now()),
               metadata: {
@@ -787,10 +788,18 @@ function createWalParts(
   const index = new WalBatchIndex({ maxEntries: memory.batchIndexEntries });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
   // The follower's read cache takes its share of the memory limit (it was left at the reader's
-  // 64 MiB default, per store, before); peer-store readers count into the same stats, so the
-  // bound is one for all of them (PeerStoreReaders).
+  // 64 MiB default, per store, before); peer-store readers share its budget, so the bound is one
+  // for all of them, least recently used span first (PeerStoreReaders).
   const reader = new WalRangeReader({ store, maxCacheBytes: memory.readCacheBytes });
-  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
+  const peerReaders = new PeerStoreReaders({
+    ownStoreUrl,
+    ownReader: reader,
+    readStoreUrls: wal.readStoreUrls,
+    storeOptions: wal.storeOptions,
+    maxGlobStores: wal.readStoreMaxOpen,
+    idleMs: wal.readStoreIdleMs,
+    log,
+  });
   // With zones, the zone ingress fills zone-local produce references from the producer's zone
   // bucket (one of --wal-read-store-url); the WAL filter indexes those batches where they are.
   const produceFill = config.zone
