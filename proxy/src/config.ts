@@ -301,11 +301,16 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
 
   const security = parseSecurityFlags(withDefaults, errors, {
-    replicationListen: replicationListen !== undefined,
+    // The zone ingress takes peers with the replication ingress's certificate and CA.
+    replicationListen: replicationListen !== undefined || present(withDefaults['zone-ingress-listen']),
     egressCount: egressBrokerIds.length,
   });
   const wal = parseWalConfig(withDefaults, errors, clientUpstream, security.metadataClient);
   const zone = parseZoneConfig(withDefaults, errors, { brokerId, replicationEgressIds: egressBrokerIds });
+  if (zone?.ingressListen && !zone.allowUnauthenticatedPeers) {
+    const refusal = zoneIngressAuthRefusal(security.replicationTls);
+    if (refusal !== undefined) errors.add('zone-ingress-listen', refusal);
+  }
 
   if (errors.list.length > 0) return { errors: errors.list };
   const config: SidecarConfig = {
@@ -336,6 +341,21 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   if (wal) config.wal = wal;
   if (zone) config.zone = zone;
   return { config };
+}
+
+/**
+ * Why the zone ingress may not take peers with this replication TLS, or undefined when it may:
+ * what a peer sends there is filled from the stores and handed to the broker before the broker
+ * authenticated anybody (zone-local produce), so only sidecars holding a certificate from the
+ * peer CA may connect (docs/security.md, "The zone ingress").
+ */
+export function zoneIngressAuthRefusal(replicationTls: ListenerTlsConfig | undefined): string | undefined {
+  const how =
+    'the zone ingress takes only peer sidecars authenticated by mutual TLS: set --replication-tls-cert, --replication-tls-key and --replication-tls-ca (with --replication-tls-client-auth=required, the default); a test rig without certificates may set --zone-ingress-unauthenticated=true';
+  if (replicationTls === undefined) return `has no TLS: ${how}`;
+  if (replicationTls.clientAuth !== 'required')
+    return `--replication-tls-client-auth=${replicationTls.clientAuth} lets peers in without a certificate: ${how}`;
+  return undefined;
 }
 
 /**

@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
-import { peerAddress, type SidecarConfig } from './config.js';
+import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config.js';
 import { objectEconomics } from './cost/economics.js';
 import { priceSidecar } from './cost/live.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
@@ -207,6 +207,18 @@ export class Sidecar {
               : {}),
           }
         : undefined;
+    if (config.zone?.ingressListen) {
+      // A configuration built in code gets the check the flags get (parseSidecarConfig).
+      const refusal = zoneIngressAuthRefusal(config.replicationTls);
+      if (refusal !== undefined && !config.zone.allowUnauthenticatedPeers)
+        throw new SidecarConfigError('zone-ingress-listen', refusal);
+      if (refusal !== undefined) {
+        log.warn(
+          { listen: config.zone.ingressListen },
+          'ZONE INGRESS WITHOUT PEER AUTHENTICATION (--zone-ingress-unauthenticated=true, for test rigs only): anyone who reaches it can make this sidecar read the stores --wal-read-store-url allows and hand the broker what they name',
+        );
+      }
+    }
     if (config.zone) {
       this.zoneRouting = new ZoneRouting({
         ...common,
