@@ -153,6 +153,19 @@ export class Sidecar {
     /** Telemetry flags, and for tests extra span processors / metric readers. */
     telemetry: Partial<Omit<TelemetryInit, 'sources' | 'log'>> = {},
   ) {
+    if (config.zone?.ingressListen) {
+      // Before anything opens. A configuration built in code gets the check the flags get
+      // (parseSidecarConfig).
+      const refusal = zoneIngressAuthRefusal(config.replicationTls);
+      if (refusal !== undefined && !config.zone.allowUnauthenticatedPeers)
+        throw new SidecarConfigError('zone-ingress-listen', refusal);
+      if (refusal !== undefined) {
+        log.warn(
+          { listen: config.zone.ingressListen },
+          'ZONE INGRESS WITHOUT PEER AUTHENTICATION (--zone-ingress-unauthenticated=true, for test rigs only): anyone who reaches it can make this sidecar read the stores --wal-read-store-url allows and hand the broker what they name',
+        );
+      }
+    }
     const limit = resolveMemoryLimit(config.memoryLimitBytes);
     this.memory = memoryBounds(limit.limitBytes, limit.source, {
       writerPendingBytes: config.wal?.maxPendingBytes,
@@ -207,18 +220,6 @@ export class Sidecar {
               : {}),
           }
         : undefined;
-    if (config.zone?.ingressListen) {
-      // A configuration built in code gets the check the flags get (parseSidecarConfig).
-      const refusal = zoneIngressAuthRefusal(config.replicationTls);
-      if (refusal !== undefined && !config.zone.allowUnauthenticatedPeers)
-        throw new SidecarConfigError('zone-ingress-listen', refusal);
-      if (refusal !== undefined) {
-        log.warn(
-          { listen: config.zone.ingressListen },
-          'ZONE INGRESS WITHOUT PEER AUTHENTICATION (--zone-ingress-unauthenticated=true, for test rigs only): anyone who reaches it can make this sidecar read the stores --wal-read-store-url allows and hand the broker what they name',
-        );
-      }
-    }
     if (config.zone) {
       this.zoneRouting = new ZoneRouting({
         ...common,
