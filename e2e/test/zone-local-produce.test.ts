@@ -16,7 +16,7 @@ import { kcat, kcatReadAtLeast } from '../src/clients/kcat.js';
 import { verifiableProducer } from '../src/clients/verifiable-producer.js';
 import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
 import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
-import { ZONE_PORTS, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
+import { ZONE_PORTS, type ZonePeerTls, zonePeerTls, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import {
   crossZoneBytes,
   crossZoneBytesWithClients,
@@ -59,6 +59,7 @@ const JAVA_PRODUCER = { 'linger.ms': 10, 'batch.size': 131_072 };
 let zones: ZoneNetwork | undefined;
 let moto: MotoServer | undefined;
 let cluster: KafkaCluster | undefined;
+let peerTls: ZonePeerTls | undefined;
 let failed = false;
 
 const zoneOfBroker = (id: number) => RACKS[id] as Zone;
@@ -70,6 +71,9 @@ beforeAll(async () => {
   for (const id of BROKER_IDS) await moto.createBucket(zoneBucket(RACKS[id]!));
   const endpoint = moto.endpoint;
   const network = zones;
+  // The zone ingress takes only peer sidecars authenticated by mutual TLS.
+  const peers = zonePeerTls((pod) => network.pod(pod).address);
+  peerTls = peers;
   cluster = await KafkaCluster.start({
     zones,
     sidecarEnv: walSidecarEnv(),
@@ -80,6 +84,7 @@ beforeAll(async () => {
       '--topic-config=zl-*:mode=wal',
       '--topic-config=zl-*:zone.local=true',
       ...zoneSidecarFlags(id, (pod) => network.pod(pod).address),
+      ...peers.flags(id),
     ],
   });
 }, 180_000);
@@ -90,6 +95,7 @@ afterAll(async () => {
     await moto?.stop();
   } finally {
     zones?.remove();
+    peerTls?.remove();
   }
 }, 60_000);
 

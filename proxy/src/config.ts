@@ -15,6 +15,7 @@ import type { ObjectStoreOptions } from './store/index.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
 import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
+import { PEER_STORE_DEFAULTS } from './wal/peer-store-readers.js';
 import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from './wal/sealing-policy.js';
 import { parseZoneConfig, type ZoneConfig } from './zone/zone-config.js';
 
@@ -40,6 +41,10 @@ export interface WalConfig {
   maxHoldMs: number;
   /** Other stores (URL globs) the follower side may read references from: peers in other zones. */
   readStoreUrls: string[];
+  /** Stores open at once that only a glob of readStoreUrls allows (PeerStoreReaders). */
+  readStoreMaxOpen: number;
+  /** A peer store unread this long is closed (PeerStoreReaders). */
+  readStoreIdleMs: number;
   /** Follower side: the latest a follower's Fetch response leaves, however slow the store's GETs. */
   fillDeadlineMs: number;
   /** What the sealing policy prices objects with, and its hysteresis (docs/cost.md). */
@@ -146,6 +151,8 @@ export const SIDECAR_DEFAULTS = {
   'wal-seal-when-producers-wait': 'true',
   'max-hold-ms': 200,
   'fill-deadline-ms': FETCH_FILL_DEADLINE_MS,
+  'wal-read-store-max-open': PEER_STORE_DEFAULTS.maxGlobStores,
+  'wal-read-store-idle-ms': PEER_STORE_DEFAULTS.idleMs,
   'metadata-topic': '__remote_wal_log_metadata',
   'metadata-topic-partitions': 3,
   'metadata-topic-replication-factor': 3,
@@ -294,11 +301,16 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
 
   const security = parseSecurityFlags(withDefaults, errors, {
-    replicationListen: replicationListen !== undefined,
+    // The zone ingress takes peers with the replication ingress's certificate and CA.
+    replicationListen: replicationListen !== undefined || present(withDefaults['zone-ingress-listen']),
     egressCount: egressBrokerIds.length,
   });
   const wal = parseWalConfig(withDefaults, errors, clientUpstream, security.metadataClient);
   const zone = parseZoneConfig(withDefaults, errors, { brokerId, replicationEgressIds: egressBrokerIds });
+  if (zone?.ingressListen && !zone.allowUnauthenticatedPeers) {
+    const refusal = zoneIngressAuthRefusal(security.replicationTls);
+    if (refusal !== undefined) errors.add('zone-ingress-listen', refusal);
+  }
 
   if (errors.list.length > 0) return { errors: errors.list };
   const config: SidecarConfig = {
@@ -329,6 +341,21 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   if (wal) config.wal = wal;
   if (zone) config.zone = zone;
   return { config };
+}
+
+/**
+ * Why the zone ingress may not take peers with this replication TLS, or undefined when it may:
+ * what a peer sends there is filled from the stores and handed to the broker before the broker
+ * authenticated anybody (zone-local produce), so only sidecars holding a certificate from the
+ * peer CA may connect (docs/security.md, "The zone ingress").
+ */
+export function zoneIngressAuthRefusal(replicationTls: ListenerTlsConfig | undefined): string | undefined {
+  const how =
+    'the zone ingress takes only peer sidecars authenticated by mutual TLS: set --replication-tls-cert, --replication-tls-key and --replication-tls-ca (with --replication-tls-client-auth=required, the default); a test rig without certificates may set --zone-ingress-unauthenticated=true';
+  if (replicationTls === undefined) return `has no TLS: ${how}`;
+  if (replicationTls.clientAuth !== 'required')
+    return `--replication-tls-client-auth=${replicationTls.clientAuth} lets peers in without a certificate: ${how}`;
+  return undefined;
 }
 
 /**
@@ -415,6 +442,8 @@ function parseWalConfig(
   const maxHoldMs = integer(raw, 'max-hold-ms', errors, 0, 60_000);
   // Past 10 s a slow store could hold a follower near replica.lag.time.max.ms (30 s by default).
   const fillDeadlineMs = integer(raw, 'fill-deadline-ms', errors, 0, 10_000);
+  const readStoreMaxOpen = integer(raw, 'wal-read-store-max-open', errors, 0, 1024);
+  const readStoreIdleMs = integer(raw, 'wal-read-store-idle-ms', errors, 1_000, 86_400_000);
   const defaults: Partial<TopicSettings> = {
     wal: false,
     latencyBudgetMs: integer(
@@ -471,6 +500,8 @@ function parseWalConfig(
     sealWhenProducersWait: bool(raw, 'wal-seal-when-producers-wait', errors) ?? true,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
+    readStoreMaxOpen: readStoreMaxOpen!,
+    readStoreIdleMs: readStoreIdleMs!,
     fillDeadlineMs: fillDeadlineMs!,
     metadata: {
       bootstrap: metadataBootstrap,

@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
-import { peerAddress, type SidecarConfig } from './config.js';
+import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config.js';
 import { objectEconomics } from './cost/economics.js';
 import { priceSidecar } from './cost/live.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
@@ -153,6 +153,19 @@ export class Sidecar {
     /** Telemetry flags, and for tests extra span processors / metric readers. */
     telemetry: Partial<Omit<TelemetryInit, 'sources' | 'log'>> = {},
   ) {
+    if (config.zone?.ingressListen) {
+      // Before anything opens. A configuration built in code gets the check the flags get
+      // (parseSidecarConfig).
+      const refusal = zoneIngressAuthRefusal(config.replicationTls);
+      if (refusal !== undefined && !config.zone.allowUnauthenticatedPeers)
+        throw new SidecarConfigError('zone-ingress-listen', refusal);
+      if (refusal !== undefined) {
+        log.warn(
+          { listen: config.zone.ingressListen },
+          'ZONE INGRESS WITHOUT PEER AUTHENTICATION (--zone-ingress-unauthenticated=true, for test rigs only): anyone who reaches it can make this sidecar read the stores --wal-read-store-url allows and hand the broker what they name',
+        );
+      }
+    }
     const limit = resolveMemoryLimit(config.memoryLimitBytes);
     this.memory = memoryBounds(limit.limitBytes, limit.source, {
       writerPendingBytes: config.wal?.maxPendingBytes,
@@ -418,6 +431,7 @@ export class Sidecar {
               fetchStrip: this.wal.fetchStrip.stats,
               fetchFill: this.wal.fetchFill.stats,
               reader: this.wal.reader.stats,
+              peerStores: this.wal.peerReaders.stats,
               writer: this.wal.writer.stats,
               sealing: this.wal.sealing.stats(Date.now()),
               metadata: {
@@ -787,10 +801,18 @@ function createWalParts(
   const index = new WalBatchIndex({ maxEntries: memory.batchIndexEntries });
   const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
   // The follower's read cache takes its share of the memory limit (it was left at the reader's
-  // 64 MiB default, per store, before); peer-store readers count into the same stats, so the
-  // bound is one for all of them (PeerStoreReaders).
+  // 64 MiB default, per store, before); peer-store readers share its budget, so the bound is one
+  // for all of them, least recently used span first (PeerStoreReaders).
   const reader = new WalRangeReader({ store, maxCacheBytes: memory.readCacheBytes });
-  const peerReaders = new PeerStoreReaders(ownStoreUrl, reader, wal.readStoreUrls, wal.storeOptions, log);
+  const peerReaders = new PeerStoreReaders({
+    ownStoreUrl,
+    ownReader: reader,
+    readStoreUrls: wal.readStoreUrls,
+    storeOptions: wal.storeOptions,
+    maxGlobStores: wal.readStoreMaxOpen,
+    idleMs: wal.readStoreIdleMs,
+    log,
+  });
   // With zones, the zone ingress fills zone-local produce references from the producer's zone
   // bucket (one of --wal-read-store-url); the WAL filter indexes those batches where they are.
   const produceFill = config.zone

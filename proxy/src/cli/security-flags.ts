@@ -354,7 +354,10 @@ function metadataTls(
   return { files };
 }
 
-/** Validates every TLS and SASL flag; `egressCount` is how many egress listeners will dial peers. */
+/**
+ * Validates every TLS and SASL flag; `replicationListen`: a listener takes peers (the replication
+ * ingress or the zone ingress), `egressCount`: how many egress listeners will dial peers.
+ */
 export function parseSecurityFlags(
   raw: Record<string, unknown>,
   errors: FlagErrorSink,
@@ -364,7 +367,7 @@ export function parseSecurityFlags(
   let replicationTls: ListenerTlsConfig | undefined;
   if (replicationListen) replicationTls = listenerTls(raw, 'replication', errors);
   else if (present(raw['replication-tls-cert']) || present(raw['replication-tls-key'])) {
-    errors.add('replication-tls-cert', 'is used only with --replication-listen');
+    errors.add('replication-tls-cert', 'is used only with --replication-listen or --zone-ingress-listen');
   }
   const peer = peerTls(raw, replicationTls, egressCount, errors);
   const sasl = metadataSasl(raw, errors);

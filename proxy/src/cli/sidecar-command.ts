@@ -256,6 +256,20 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe:
         "follower side: other stores (URLs, globs) whose references may be read, e.g. each zone's S3 Express bucket (repeatable); the own --wal-store-url always",
     })
+    .option('wal-read-store-max-open', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'follower side: stores open at once that only a --wal-read-store-url glob allows; a reference to one more goes inline, counted (exact URLs do not count)',
+      default: SIDECAR_DEFAULTS['wal-read-store-max-open'],
+    })
+    .option('wal-read-store-idle-ms', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'follower side: a peer store no reference named for this long is closed (reopened when one does)',
+      default: SIDECAR_DEFAULTS['wal-read-store-idle-ms'],
+    })
     .option('max-hold-ms', {
       type: 'string',
       requiresArg: true,

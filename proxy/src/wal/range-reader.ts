@@ -39,8 +39,11 @@ export interface WalRangeReaderOptions {
   cacheIdleMs?: number;
   /** Milliseconds on a monotonic clock; injectable for tests. */
   now?: () => number;
-  /** Counters to add to, e.g. one set shared by the readers of every store (PeerStoreReaders). */
-  stats?: WalRangeReaderStats;
+  /**
+   * One cache bound shared with other readers (PeerStoreReaders: the own store's reader and the
+   * peer stores'): its bytes and counters replace maxCacheBytes and stats.
+   */
+  budget?: ReadCacheBudget;
 }
 
 export const WAL_RANGE_READER_DEFAULTS = {
@@ -89,6 +92,44 @@ export function newRangeReaderStats(): WalRangeReaderStats {
     cachedBytes: 0,
     idleEvictions: 0,
   };
+}
+
+/**
+ * The byte bound of one or more readers' caches. Over it, the least recently used span goes first,
+ * whichever reader holds it: a reader that bounded only its own spans against a shared total
+ * could not cache at all while another reader filled the bound (issue #24, item 7), and a bound
+ * per reader would multiply with the number of stores.
+ */
+export class ReadCacheBudget {
+  /** Every cached span of every reader, least recently used first, with how to drop it. */
+  readonly #lru = new Map<object, () => void>();
+
+  constructor(
+    readonly maxBytes: number,
+    readonly stats: WalRangeReaderStats = newRangeReaderStats(),
+  ) {
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) {
+      throw new RangeError(`maxCacheBytes must be a non-negative integer, got ${maxBytes}`);
+    }
+  }
+
+  /** `span` was cached or read now; `forget` drops it from its reader's cache. */
+  used(span: object, forget: () => void): void {
+    this.#lru.delete(span);
+    this.#lru.set(span, forget);
+  }
+
+  dropped(span: object): void {
+    this.#lru.delete(span);
+  }
+
+  /** Drops the least recently used spans, of any reader, until the cached bytes fit. */
+  fit(): void {
+    for (const forget of this.#lru.values()) {
+      if (this.stats.cachedBytes <= this.maxBytes) break;
+      forget();
+    }
+  }
 }
 
 /** A contiguous piece of one object: `data` holds the object's bytes from `offset` on. */
@@ -141,6 +182,7 @@ function closedError(): ObjectStoreError {
  */
 export class WalRangeReader {
   readonly stats: WalRangeReaderStats;
+  readonly budget: ReadCacheBudget;
   readonly #store: ObjectStore;
   readonly #maxCacheBytes: number;
   readonly #maxConcurrentGets: number;
@@ -161,13 +203,10 @@ export class WalRangeReader {
 
   constructor(options: WalRangeReaderOptions) {
     const d = WAL_RANGE_READER_DEFAULTS;
-    const maxCacheBytes = options.maxCacheBytes ?? d.maxCacheBytes;
+    const maxCacheBytes = options.budget?.maxBytes ?? options.maxCacheBytes ?? d.maxCacheBytes;
     const maxConcurrentGets = options.maxConcurrentGets ?? d.maxConcurrentGets;
     const wholeObjectMaxBytes = options.wholeObjectMaxBytes ?? d.wholeObjectMaxBytes;
     const cacheIdleMs = options.cacheIdleMs ?? d.cacheIdleMs;
-    if (!Number.isSafeInteger(maxCacheBytes) || maxCacheBytes < 0) {
-      throw new RangeError(`maxCacheBytes must be a non-negative integer, got ${maxCacheBytes}`);
-    }
     if (!Number.isSafeInteger(maxConcurrentGets) || maxConcurrentGets < 1) {
       throw new RangeError(`maxConcurrentGets must be a positive integer, got ${maxConcurrentGets}`);
     }
@@ -177,11 +216,13 @@ export class WalRangeReader {
     if (!(cacheIdleMs > 0)) {
       throw new RangeError(`cacheIdleMs must be positive (Infinity: never), got ${cacheIdleMs}`);
     }
+    // Checks maxCacheBytes.
+    this.budget = options.budget ?? new ReadCacheBudget(maxCacheBytes);
+    this.stats = this.budget.stats;
     this.#store = options.store;
     this.#maxCacheBytes = maxCacheBytes;
     this.#maxConcurrentGets = maxConcurrentGets;
     this.#wholeObjectMaxBytes = Math.min(wholeObjectMaxBytes, maxCacheBytes);
-    this.stats = options.stats ?? newRangeReaderStats();
     this.#cacheIdleMs = cacheIdleMs;
     this.#now = options.now ?? (() => performance.now());
     if (Number.isFinite(cacheIdleMs) && maxCacheBytes > 0) {
@@ -190,7 +231,7 @@ export class WalRangeReader {
     }
   }
 
-  /** The bound on cached bytes this reader keeps to (shared with readers sharing its stats). */
+  /** The bound on cached bytes this reader keeps to (shared with readers sharing its budget). */
   get maxCacheBytes(): number {
     return this.#maxCacheBytes;
   }
@@ -217,6 +258,11 @@ export class WalRangeReader {
     return slices(span, ranges);
   }
 
+  /** Whether a read waits on the store now (a GET of its own or shared, running or queued). */
+  get busy(): boolean {
+    return this.#inFlight.size > 0;
+  }
+
   /**
    * Stops: reads waiting for a GET (their own or shared, running or queued) reject at once, GETs
    * get the abort signal, and the cache is dropped. Later reads reject.
@@ -238,6 +284,7 @@ export class WalRangeReader {
     span.usedAt = this.#now();
     this.#lru.delete(span);
     this.#lru.add(span);
+    this.budget.used(span, () => this.#forget(span));
   }
 
   /** Drops the spans nobody read for cacheIdleMs: the least recently used first, so a prefix. */
@@ -393,16 +440,15 @@ export class WalRangeReader {
     this.#cached.set(span.objectKey, kept);
     span.usedAt = this.#now();
     this.#lru.add(span);
+    this.budget.used(span, () => this.#forget(span));
     this.stats.cachedBytes += span.data.length;
-    for (const oldest of this.#lru) {
-      if (this.stats.cachedBytes <= this.#maxCacheBytes) break;
-      this.#forget(oldest);
-    }
+    this.budget.fit();
     return span;
   }
 
   #forget(span: Span): void {
     if (!this.#lru.delete(span)) return;
+    this.budget.dropped(span);
     this.stats.cachedBytes -= span.data.length;
     const left = this.#cached.get(span.objectKey)?.filter((s) => s !== span) ?? [];
     if (left.length === 0) this.#cached.delete(span.objectKey);

@@ -29,11 +29,17 @@ export interface ZoneConfig {
   sidecarHosts: Map<string, string[]>;
   /** A client.rack seen in a Fetch marks the client (address + client.id) as in that zone. */
   rackFromFetch: boolean;
+  /**
+   * Test rigs only: the zone ingress takes peers without mutual TLS. Otherwise a sidecar with a
+   * zone ingress refuses to start without replication mTLS requiring client certificates.
+   */
+  allowUnauthenticatedPeers: boolean;
 }
 
 export const ZONE_DEFAULTS = {
   'zone-egress-listen-host': '0.0.0.0',
   'zone-client-rack': 'true',
+  'zone-ingress-unauthenticated': 'false',
 } as const;
 
 export function zoneFlagOptions<T>(yargs: Argv<T>): Argv<T> {
@@ -64,7 +70,13 @@ export function zoneFlagOptions<T>(yargs: Argv<T>): Argv<T> {
     .option('zone-ingress-listen', {
       type: 'string',
       describe:
-        "zone ingress host:port: peers' zone egresses forward zone-aware clients to this broker here (TLS as the replication ingress)",
+        "zone ingress host:port: peers' zone egresses forward zone-aware clients to this broker here; only peers with a certificate from --replication-tls-ca (mutual TLS as the replication ingress, required)",
+    })
+    .option('zone-ingress-unauthenticated', {
+      type: 'string',
+      describe:
+        'TEST RIGS ONLY (true/false): the zone ingress takes peers without mutual TLS, so anyone reaching it can make this sidecar read the stores --wal-read-store-url allows and hand the broker what they name; a warning is logged at every start. false: a zone ingress needs --replication-tls-* with required client certificates',
+      default: ZONE_DEFAULTS['zone-ingress-unauthenticated'],
     })
     .option('zone-ingress-address-template', {
       type: 'string',
@@ -210,6 +222,12 @@ export function parseZoneConfig(
   const rackText = String(raw['zone-client-rack'] ?? ZONE_DEFAULTS['zone-client-rack']);
   if (rackText !== 'true' && rackText !== 'false')
     errors.add('zone-client-rack', `'${rackText}' is not true or false`);
+  const unauthenticatedText = String(
+    raw['zone-ingress-unauthenticated'] ?? ZONE_DEFAULTS['zone-ingress-unauthenticated'],
+  );
+  if (unauthenticatedText !== 'true' && unauthenticatedText !== 'false') {
+    errors.add('zone-ingress-unauthenticated', `'${unauthenticatedText}' is not true or false`);
+  }
 
   const config: ZoneConfig = {
     zone,
@@ -219,6 +237,7 @@ export function parseZoneConfig(
     ingressAddresses,
     sidecarHosts,
     rackFromFetch: rackText === 'true',
+    allowUnauthenticatedPeers: unauthenticatedText === 'true',
   };
   if (template !== undefined) config.ingressAddressTemplate = template;
   if (ingressListen) config.ingressListen = ingressListen;

@@ -2,7 +2,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import type { ByteRange, ObjectStoreCallOptions } from '../../src/store/index.js';
 import { WAL_READER_CHANNELS, type WalReaderGetEvent } from '../../src/wal/channels.js';
-import { newRangeReaderStats, WalRangeReader } from '../../src/wal/range-reader.js';
+import { ReadCacheBudget, WAL_RANGE_READER_DEFAULTS, WalRangeReader } from '../../src/wal/range-reader.js';
 import { type Gate, gate, MemoryObjectStore, unreachable } from './memory-store.js';
 
 /** Records every GET and lets a test hold or fail it. */
@@ -372,11 +372,12 @@ describe('WalRangeReader', () => {
     await expect(reader.read('wal/b', all)).rejects.toThrow(/closed/);
   });
 
-  it('adds to the counters it is given, so readers of several stores count as one', async () => {
-    // Given two readers of two stores sharing one set of counters
-    const shared = newRangeReaderStats();
-    const a = new WalRangeReader({ store: storeWith({ 'wal/a': 100 }), stats: shared });
-    const b = new WalRangeReader({ store: storeWith({ 'wal/b': 50 }), stats: shared });
+  it('adds to the counters of the budget it is given, so readers of several stores count as one', async () => {
+    // Given two readers of two stores sharing one cache budget
+    const budget = new ReadCacheBudget(WAL_RANGE_READER_DEFAULTS.maxCacheBytes);
+    const shared = budget.stats;
+    const a = new WalRangeReader({ store: storeWith({ 'wal/a': 100 }), budget });
+    const b = new WalRangeReader({ store: storeWith({ 'wal/b': 50 }), budget });
 
     // When each reads its object
     await a.read('wal/a', [{ offset: 0, length: 10 }]);
@@ -386,6 +387,54 @@ describe('WalRangeReader', () => {
     expect(shared).toMatchObject({ gets: 2, objectsRead: 2, bytesFetched: 150, cachedBytes: 150 });
     a.close();
     expect(shared.cachedBytes).toBe(50);
+  });
+});
+
+describe('a cache budget shared by several readers', () => {
+  it('lets a peer reader cache while the own reader fills the bound: the least recently used span goes, whoever holds it', async () => {
+    // Given the own store's reader and a peer store's reader sharing one 1000-byte bound, the
+    // own reader holding 900 bytes
+    const ownStore = storeWith({ 'wal/own-1': 500, 'wal/own-2': 400 });
+    const peerStore = storeWith({ 'wal/peer': 300 });
+    const own = new WalRangeReader({ store: ownStore, maxCacheBytes: 1000 });
+    const peer = new WalRangeReader({ store: peerStore, budget: own.budget });
+    await own.read('wal/own-1', [{ offset: 0, length: 10 }]);
+    await own.read('wal/own-2', [{ offset: 0, length: 10 }]);
+    expect(own.stats.cachedBytes).toBe(900);
+
+    // When the peer reader reads an object twice
+    await peer.read('wal/peer', [{ offset: 0, length: 10 }]);
+    await peer.read('wal/peer', [{ offset: 100, length: 10 }]);
+
+    // Then it got it once from its store and then from its cache, the own reader's least
+    // recently used object having made room, and the bound held
+    expect(peerStore.gets).toHaveLength(1);
+    expect(own.stats.cachedBytes).toBe(700);
+    await own.read('wal/own-2', [{ offset: 0, length: 10 }]);
+    expect(ownStore.gets.map((g) => g.key)).toEqual(['wal/own-1', 'wal/own-2']);
+    await own.read('wal/own-1', [{ offset: 0, length: 10 }]);
+    expect(ownStore.gets.map((g) => g.key)).toEqual(['wal/own-1', 'wal/own-2', 'wal/own-1']);
+    expect(own.stats.cachedBytes).toBeLessThanOrEqual(1000);
+  });
+
+  it('evicts the peer reader too, when its span is the least recently used', async () => {
+    // Given a peer reader's span read before the own reader's
+    const budget = new ReadCacheBudget(1000);
+    const ownStore = storeWith({ 'wal/own': 800 });
+    const peerStore = storeWith({ 'wal/peer': 300 });
+    const own = new WalRangeReader({ store: ownStore, budget });
+    const peer = new WalRangeReader({ store: peerStore, budget });
+    await peer.read('wal/peer', [{ offset: 0, length: 10 }]);
+
+    // When the own reader caches past the bound
+    await own.read('wal/own', [{ offset: 0, length: 10 }]);
+
+    // Then the peer's span went, the own one stayed
+    expect(budget.stats.cachedBytes).toBe(800);
+    await own.read('wal/own', [{ offset: 0, length: 10 }]);
+    await peer.read('wal/peer', [{ offset: 0, length: 10 }]);
+    expect(ownStore.gets).toHaveLength(1);
+    expect(peerStore.gets).toHaveLength(2);
   });
 });
 

@@ -21,6 +21,8 @@ describe('a sidecar with --zone', () => {
       'zone-bootstrap-listen': '127.0.0.1:9',
       'zone-ingress-address-template': 'kafka-{id}:9194',
       'zone-sidecar': 'zone-b=kafka-zone-b',
+      // The listeners' layout only (zone-ingress-auth.test.ts starts one with mTLS).
+      'zone-ingress-unauthenticated': 'true',
     });
     if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
     const sidecar = new Sidecar(parsed.config, createLogger('silent'));

@@ -18,6 +18,8 @@ const zoned = {
   'zone-ingress-listen': '0.0.0.0:9194',
   'zone-ingress-address-template': 'kafka-{id}.kafka-headless:9194',
   'zone-sidecar': ['zone-a=kafka-zone-a', 'zone-b=kafka-zone-b', 'zone-c=10.0.3.1,zone-c=10.0.3.2'],
+  // No certificates in these parse-only tests (zone-ingress-auth.test.ts has them).
+  'zone-ingress-unauthenticated': 'true',
 };
 
 function parse(raw: Record<string, unknown>) {
@@ -45,6 +47,7 @@ describe('zone flags', () => {
       egressBrokerIds: [1, 2, 3],
       ingressListen: { host: '0.0.0.0', port: 9194 },
       rackFromFetch: true,
+      allowUnauthenticatedPeers: true,
     });
     expect(zone.sidecarHosts).toEqual(
       new Map([
@@ -69,6 +72,7 @@ describe('zone flags', () => {
         zone: 'zone a',
         'zone-sidecar': ['zone-b'],
         'zone-client-rack': 'maybe',
+        'zone-ingress-unauthenticated': 'yes',
       }),
     ).toEqual([
       "--zone: 'zone a' is not a zone name (letters, digits, . _ : -)",
@@ -78,6 +82,7 @@ describe('zone flags', () => {
       "--zone-sidecar: 'zone-b' is not <zone>=<host>",
       '--zone-sidecar: no host for our own zone: give --zone-sidecar=zone a=<host clients reach us at>',
       "--zone-client-rack: 'maybe' is not true or false",
+      "--zone-ingress-unauthenticated: 'yes' is not true or false",
     ]);
   });
 

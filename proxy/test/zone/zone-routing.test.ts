@@ -77,6 +77,7 @@ function zoneConfig(
       ['zone-b', ['localhost']],
     ]),
     rackFromFetch: true,
+    allowUnauthenticatedPeers: true,
   };
 }
 
