@@ -3,7 +3,18 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import tls from 'node:tls';
 import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { parseWalObject } from '@walproxy/shared';
+import { openObjectStore, Secret, saslAuthenticate } from '@walproxy/proxy';
+import {
+  ApiKey,
+  CRC_START,
+  crc32c,
+  decodeProduceResponse,
+  decodeResponseHeader,
+  encodeProduceRequest,
+  encodeRequestHeader,
+  parseWalObject,
+  responseHeaderVersion,
+} from '@walproxy/shared';
 import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerPerf, producerPerf } from '../src/clients/java-tools.js';
@@ -17,6 +28,7 @@ import {
   scramFormatArgs,
   secureBrokerProperties,
   secureSidecarArgs,
+  USERS,
 } from '../src/cluster/security-settings.js';
 import { walSidecarEnv } from '../src/cluster/wal-settings.js';
 import { type ZonePorts, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
@@ -283,32 +295,27 @@ describe('TLS and SASL through the sidecars', () => {
     failed = false;
   });
 
-  it('returns the authorization error for a produce an ACL denies, and nothing of it reaches any replica', async () => {
+  it('returns the authorization error for a produce an ACL denies, and nothing of it reaches any replica or the bucket', async () => {
     failed = true;
     await createTopic(cluster.directBootstrap(), 'wal-denied', { partitions: 1 });
-    const denied = await kcat(
-      [
-        '-b',
-        cluster.bootstrap(),
-        ...kcatSecurityArgs('alice', clientCa.certPath),
-        '-t',
-        'wal-denied',
-        '-P',
-        '-X',
-        'acks=all',
-        '-X',
-        'message.timeout.ms=15000',
-      ],
-      'secret-record\n',
-      { ...SCRAM_KCAT, timeoutMs: 60_000 },
-    );
+    await createTopic(cluster.directBootstrap(), 'wal-sec-direct', { partitions: 1 });
+    // Given alice through the client ingresses (the direct path), denied write on wal-denied
+    const denied = await produceThrough(cluster.bootstrap(), 'wal-denied', lines('denied-direct', 50));
     expect(denied.stderr).toMatch(/Topic authorization failed/i);
+    // And, as a control that the bucket check sees stored records, a produce she may make
+    const allowed = await produceThrough(cluster.bootstrap(), 'wal-sec-direct', lines('allowed-direct', 50));
+    expect(allowed.code, allowed.stderr).toBe(0);
     // The leader's log, and so every follower's, holds nothing: there was nothing to reference.
     const offsets = await withAdmin(cluster.directBootstrap(), (admin) =>
       admin.fetchTopicOffsets('wal-denied'),
     );
     expect(offsets.map((o) => o.high)).toEqual(['0']);
     for (const id of BROKER_IDS) expect(readPartitionLog(cluster.dataDir(id), 'wal-denied', 0)).toEqual([]);
+    // And the bucket holds the allowed records, none of the denied ones
+    await uploadsSettled();
+    expect(await storedBatchesWith('allowed-direct')).not.toEqual([]);
+    expect(await storedBatchesWith('denied-direct')).toEqual([]);
+    expect(await walTopicsSince(new Date(0))).not.toContain('wal-denied');
     failed = false;
   });
 
@@ -316,10 +323,11 @@ describe('TLS and SASL through the sidecars', () => {
     failed = true;
     const started = new Date(Date.now() - 1_000);
     await createTopic(cluster.directBootstrap(), 'wal-zl-denied', { partitions: 3 });
+    await createTopic(cluster.directBootstrap(), 'wal-denied-zone', { partitions: 1 });
     await createTopic(cluster.directBootstrap(), 'wal-sec-zl', { partitions: 3 });
     // alice, SASL_SSL through zone-a's sidecar (zone bootstrap, zone egresses, mutual TLS to the leaders' zone ingresses)
     const zoneBootstrap = `${zoneHost(1)}:${zonePorts(cluster.ports.base).bootstrap}`;
-    const produceAs = (topic: string, lines: string) =>
+    const produceAs = (topic: string, text: string) =>
       kcat(
         [
           '-b',
@@ -332,8 +340,11 @@ describe('TLS and SASL through the sidecars', () => {
           'acks=all',
           '-X',
           'message.timeout.ms=15000',
+          // Uncompressed, so that the bucket checks find the records' bytes
+          '-X',
+          'compression.codec=none',
         ],
-        lines,
+        text,
         { ...SCRAM_KCAT, timeoutMs: 60_000 },
       );
     const referenced = async () =>
@@ -348,28 +359,40 @@ describe('TLS and SASL through the sidecars', () => {
       );
     const before = await referenced();
 
-    // When alice produces to a topic her ACLs do not cover
-    const denied = await produceAs(
-      'wal-zl-denied',
-      Array.from({ length: 200 }, (_, i) => `secret-${i}`).join('\n'),
+    // When alice produces to a topic her ACLs do not cover, zone-local and not (wal-denied),
+    // through zone-a's zone egresses: towards its own broker and towards the other zones' leaders
+    const denied = await produceAs('wal-zl-denied', lines('denied-zone-local', 200).join('\n'));
+    const deniedBytes = await produceThrough(
+      zoneBootstrap,
+      'wal-denied-zone',
+      lines('denied-zone-bytes', 50),
     );
     // Then the broker refuses her exactly as on a direct connection
     expect(denied.stderr).toMatch(/Topic authorization failed/i);
+    expect(deniedBytes.stderr).toMatch(/Topic authorization failed/i);
     // And no replica holds any of it, no reference was sent, and no WAL object holds any of it
-    for (const id of BROKER_IDS)
+    for (const id of BROKER_IDS) {
       for (const p of [0, 1, 2])
         expect(readPartitionLog(cluster.dataDir(id), 'wal-zl-denied', p)).toEqual([]);
+      expect(readPartitionLog(cluster.dataDir(id), 'wal-denied-zone', 0)).toEqual([]);
+    }
     expect(await referenced()).toBe(before);
+    await uploadsSettled();
     expect(await walTopicsSince(started)).not.toContain('wal-zl-denied');
+    expect(await storedBatchesWith('denied-zone-local')).toEqual([]);
+    expect(await storedBatchesWith('denied-zone-bytes')).toEqual([]);
 
     // And to a topic she may write, twice (two connections, the same principal), her batches go by
     // reference and are read back
-    const lines = Array.from({ length: 3_000 }, (_, i) => `zl-${i}-${'x'.repeat(200)}`);
-    for (const half of [lines.slice(0, 1_500), lines.slice(1_500)]) {
+    const records = Array.from({ length: 3_000 }, (_, i) => `zl-${i}-${'x'.repeat(200)}`);
+    for (const half of [records.slice(0, 1_500), records.slice(1_500)]) {
       const sent = await produceAs('wal-sec-zl', `${half.join('\n')}\n`);
       expect(sent.code, sent.stderr).toBe(0);
     }
     expect(await referenced()).toBeGreaterThan(before);
+    // (the control: the store check above sees records that are stored, by reference too)
+    await uploadsSettled();
+    expect(await storedBatchesWith('zl-1499-')).not.toEqual([]);
     // Read back through the zone listener: the consumer is sent to its zone's replica (preferred
     // read replica), whose high watermark trails the leader's by a follower fetch, so a read to the
     // end right after the acknowledgement may stop before a partition's newest batch: read again
@@ -389,15 +412,65 @@ describe('TLS and SASL through the sidecars', () => {
         '-f',
         '%s\\n',
       ],
-      lines.length,
+      records.length,
       SCRAM_KCAT,
     );
     expect(read.code, read.stderr).toBe(0);
-    expect(read.stdout.trim().split('\n').sort()).toEqual([...lines].sort());
+    expect(read.stdout.trim().split('\n').sort()).toEqual([...records].sort());
     // (keyless kcat lines, sticky partitioner: a partition may rightly be empty on every replica)
     expect(await compareReplicas(cluster.workDirDataDirs(), 'wal-sec-zl', 3, { mayBeEmpty: true })).toEqual(
       [],
     );
+    failed = false;
+  });
+
+  it('neither stores nor appends a Produce pipelined behind a SCRAM login with a wrong password (zone-local produce)', async () => {
+    failed = true;
+    const topic = 'wal-sec-zl-login';
+    await createTopic(cluster.directBootstrap(), topic, { partitions: 3 });
+    // A partition whose leader is in another zone than sidecar 1's (zone-a): its zone egress for
+    // that leader stores zone-local batches in the bucket and forwards references
+    const metadata = await withAdmin(cluster.directBootstrap(), (admin) =>
+      admin.fetchTopicMetadata({ topics: [topic] }),
+    );
+    const target = metadata.topics[0]!.partitions.find((p) => p.leader !== 1);
+    expect(target, 'a partition led outside zone-a').toBeDefined();
+    const { partitionId: partition, leader } = target!;
+    const zoneBootstrap = `${zoneHost(1)}:${zonePorts(cluster.ports.base).bootstrap}`;
+    const egress = { host: zoneHost(1), port: zonePorts(cluster.ports.base).egressBase + leader };
+
+    // Given that leader accepted alice's produce of the topic through zone-a's sidecar (her first
+    // request goes as bytes; from its answer on, her batches of the topic go by reference)
+    const warmUp = await produceThrough(zoneBootstrap, topic, lines('login-warm-up', 20), partition);
+    expect(warmUp.code, warmUp.stderr).toBe(0);
+    const referencedBefore = await batchesReferenced(1);
+
+    // When a client that knows her name but not her password logs in as alice at zone-a's zone
+    // egress for that leader, and pipelines a Produce behind its SCRAM client-final message
+    const denied = await produceBehindLogin(egress, 'not-her-password', topic, partition, 'login-denied');
+    // Then the broker refuses the login and closes the connection, never answering the Produce
+    expect(denied.login).toMatch(/SASL_AUTHENTICATION_FAILED/);
+    expect(denied.produce).toBe('closed');
+
+    // And, as the control, alice's own login with a Produce pipelined the same way is appended and
+    // stored by reference
+    const allowed = await produceBehindLogin(egress, USERS.alice, topic, partition, 'login-allowed');
+    expect(allowed.login).toBe('accepted');
+    expect(allowed.produce).toBe(0);
+    expect(await batchesReferenced(1)).toBeGreaterThan(referencedBefore);
+
+    // And nothing of the refused login's Produce is in the bucket or in any replica's log
+    await uploadsSettled();
+    expect(await storedBatchesWith('login-allowed')).not.toEqual([]);
+    expect(await storedBatchesWith('login-denied')).toEqual([]);
+    const logged = (marker: string) =>
+      BROKER_IDS.filter((id) =>
+        readPartitionLog(cluster.dataDir(id), topic, partition).some(({ batch }) =>
+          batch.bytes().includes(marker),
+        ),
+      );
+    expect(logged('login-allowed')).toEqual([...BROKER_IDS]);
+    expect(logged('login-denied')).toEqual([]);
     failed = false;
   });
 
@@ -506,6 +579,72 @@ describe('TLS and SASL through the sidecars', () => {
   });
 });
 
+/** `count` distinct records whose bytes start with `marker`. */
+function lines(marker: string, count: number): string[] {
+  return Array.from({ length: count }, (_, i) => `${marker}-${i}`);
+}
+
+/** kcat as alice through `bootstrap`, acks=all, records uncompressed (the bucket checks read their bytes). */
+function produceThrough(bootstrap: string, topic: string, records: string[], partition?: number) {
+  return kcat(
+    [
+      '-b',
+      bootstrap,
+      ...kcatSecurityArgs('alice', clientCa.certPath),
+      '-t',
+      topic,
+      ...(partition === undefined ? [] : ['-p', String(partition)]),
+      '-P',
+      '-X',
+      'acks=all',
+      '-X',
+      'message.timeout.ms=15000',
+      '-X',
+      'compression.codec=none',
+    ],
+    `${records.join('\n')}\n`,
+    { ...SCRAM_KCAT, timeoutMs: 60_000 },
+  );
+}
+
+/** Waits until no sidecar holds a batch not yet stored or failed: what is in the bucket then stays. */
+async function uploadsSettled(): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const counters = await Promise.all(BROKER_IDS.map((id) => cluster.sidecarCounters(id)));
+    if (counters.every((c) => c.wal?.writer.pendingBytes === 0)) return;
+    if (Date.now() > deadline) throw new Error('WAL uploads did not settle within 30 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/**
+ * Every batch in the bucket's WAL objects whose bytes hold `marker` (records sent uncompressed), as
+ * `topic-partition @ object`: the bucket read as a follower would, whatever topic the batch names.
+ */
+async function storedBatchesWith(marker: string): Promise<string[]> {
+  const store = openObjectStore('s3://walproxy-security/wal', {
+    endpoint: moto.endpoint,
+    forcePathStyle: true,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+  try {
+    const found: string[] = [];
+    for await (const info of store.list('')) {
+      if (!info.key.endsWith('.wal')) continue;
+      const object = await store.get(info.key);
+      for (const entry of parseWalObject(object).entries) {
+        const bytes = object.subarray(entry.position, entry.position + entry.length);
+        if (bytes.includes(marker)) found.push(`${entry.topicName}-${entry.partition} @ ${info.key}`);
+      }
+    }
+    return found;
+  } finally {
+    await store.close();
+  }
+}
+
 /** The topics of every batch in the WAL objects stored since `since`. */
 async function walTopicsSince(since: Date): Promise<string[]> {
   const s3 = new S3Client({
@@ -532,6 +671,191 @@ async function walTopicsSince(since: Date): Promise<string[]> {
     return [...topics];
   } finally {
     s3.destroy();
+  }
+}
+
+/** zone.produce.references.batchesReferenced of sidecar `id`. */
+async function batchesReferenced(id: number): Promise<number> {
+  const counters = (await cluster.sidecarCounters(id)) as unknown as {
+    zone: { produce: { references: { batchesReferenced: number } } };
+  };
+  return counters.zone.produce.references.batchesReferenced;
+}
+
+/**
+ * Logs in as alice with `password` (SaslHandshake v1, SCRAM-SHA-512 in SaslAuthenticate v2) on a
+ * TLS connection to `at`, writing a Produce v9 of one uncompressed record `marker` to
+ * topic-partition in the same write as the SCRAM client-final message, as no real client would:
+ * the login's outcome and the Produce's (its error code, or `closed` when the connection closed
+ * without answering it).
+ */
+async function produceBehindLogin(
+  at: { host: string; port: number },
+  password: string,
+  topic: string,
+  partition: number,
+  marker: string,
+): Promise<{ login: string; produce: number | 'closed' }> {
+  const connection = await TlsFrames.open(at.host, at.port, clientCa.cert);
+  try {
+    let correlationId = 0;
+    let steps = 0;
+    const produceFrame = requestFrame(
+      ApiKey.Produce,
+      9,
+      encodeProduceRequest(
+        {
+          transactionalId: null,
+          acks: -1,
+          timeoutMs: 15_000,
+          topicData: [
+            { name: topic, partitionData: [{ index: partition, records: oneRecordBatch(marker) }] },
+          ],
+        },
+        9,
+      ),
+      1_000,
+    );
+    let login = 'accepted';
+    try {
+      await saslAuthenticate(
+        async (apiKey, apiVersion, body) => {
+          const frame = requestFrame(apiKey, apiVersion, body, ++correlationId);
+          // The SCRAM client-final message (the second SaslAuthenticate), then the Produce at once
+          if (apiKey === 36 && ++steps === 2) connection.write(Buffer.concat([frame, produceFrame]));
+          else connection.write(frame);
+          const answer = await connection.next(15_000);
+          if (typeof answer === 'string') throw new Error(`no SASL answer: ${answer}`);
+          const { headerLength } = decodeResponseHeader(answer, responseHeaderVersion(apiKey, apiVersion)!);
+          return answer.subarray(headerLength);
+        },
+        { mechanism: 'SCRAM-SHA-512', username: 'alice', password: new Secret(password) },
+      );
+    } catch (error) {
+      login = (error as Error).message;
+    }
+    const answer = await connection.next(20_000);
+    if (answer === 'timeout') throw new Error('neither an answer to the Produce nor a closed connection');
+    if (answer === 'closed') return { login, produce: 'closed' };
+    const { headerLength } = decodeResponseHeader(answer, responseHeaderVersion(ApiKey.Produce, 9)!);
+    const response = decodeProduceResponse(answer.subarray(headerLength), 9);
+    return { login, produce: response.responses[0]!.partitionResponses[0]!.errorCode };
+  } finally {
+    connection.close();
+  }
+}
+
+/** A request frame, size prefix included, header v1 or v2 as the version needs. */
+function requestFrame(apiKey: number, apiVersion: number, body: Buffer, correlationId: number): Buffer {
+  const header = encodeRequestHeader({ apiKey, apiVersion, correlationId, clientId: 'walproxy-e2e-raw' });
+  const size = Buffer.alloc(4);
+  size.writeInt32BE(header.length + body.length, 0);
+  return Buffer.concat([size, header, body]);
+}
+
+/** A magic v2 record batch of one uncompressed record whose value is `value`, no producer id. */
+function oneRecordBatch(value: string): Buffer {
+  const varint = (n: number) => {
+    const out: number[] = [];
+    let v = ((n << 1) ^ (n >> 31)) >>> 0;
+    while (v >= 0x80) {
+      out.push((v & 0x7f) | 0x80);
+      v >>>= 7;
+    }
+    out.push(v);
+    return Buffer.from(out);
+  };
+  const valueBytes = Buffer.from(value);
+  // attributes, timestampDelta, offsetDelta, key length -1 (null), value, no headers
+  const body = Buffer.concat([
+    Buffer.from([0]),
+    varint(0),
+    varint(0),
+    varint(-1),
+    varint(valueBytes.length),
+    valueBytes,
+    varint(0),
+  ]);
+  const record = Buffer.concat([varint(body.length), body]);
+  const header = Buffer.alloc(61);
+  const now = BigInt(Date.now());
+  header.writeBigInt64BE(0n, 0);
+  header.writeInt32BE(61 - 12 + record.length, 8);
+  header.writeInt32BE(-1, 12);
+  header.writeInt8(2, 16);
+  header.writeInt16BE(0, 21);
+  header.writeInt32BE(0, 23);
+  header.writeBigInt64BE(now, 27);
+  header.writeBigInt64BE(now, 35);
+  header.writeBigInt64BE(-1n, 43);
+  header.writeInt16BE(-1, 51);
+  header.writeInt32BE(-1, 53);
+  header.writeInt32BE(1, 57);
+  const batch = Buffer.concat([header, record]);
+  batch.writeUInt32BE(crc32c(batch.subarray(CRC_START)), 17);
+  return batch;
+}
+
+/** Whole response frames (size prefix removed) from a TLS connection, in order. */
+class TlsFrames {
+  #buffered = Buffer.alloc(0);
+  readonly #frames: Buffer[] = [];
+  #closed = false;
+  #wake: (() => void) | undefined;
+
+  private constructor(private readonly socket: tls.TLSSocket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.#buffered = Buffer.concat([this.#buffered, chunk]);
+      while (this.#buffered.length >= 4 && this.#buffered.length >= 4 + this.#buffered.readInt32BE(0)) {
+        const size = this.#buffered.readInt32BE(0);
+        this.#frames.push(this.#buffered.subarray(4, 4 + size));
+        this.#buffered = this.#buffered.subarray(4 + size);
+      }
+      this.#wake?.();
+    });
+    socket.on('close', () => {
+      this.#closed = true;
+      this.#wake?.();
+    });
+  }
+
+  static async open(host: string, port: number, ca: string): Promise<TlsFrames> {
+    const socket = await new Promise<tls.TLSSocket>((resolve, reject) => {
+      const s = tls.connect({ host, port, ca }, () => {
+        s.on('error', () => {});
+        resolve(s);
+      });
+      s.once('error', reject);
+    });
+    return new TlsFrames(socket);
+  }
+
+  write(bytes: Buffer): void {
+    if (!this.#closed) this.socket.write(bytes);
+  }
+
+  /** The next frame, or `closed`, or `timeout`. */
+  async next(timeoutMs: number): Promise<Buffer | 'closed' | 'timeout'> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const frame = this.#frames.shift();
+      if (frame !== undefined) return frame;
+      if (this.#closed) return 'closed';
+      const left = deadline - Date.now();
+      if (left <= 0) return 'timeout';
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.#wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#wake = undefined;
+    }
+  }
+
+  close(): void {
+    this.socket.destroy();
   }
 }
 

@@ -51,6 +51,8 @@ export interface ProduceFillStats {
   };
   /** References in an acks=0 request: forwarded as they came (the broker refuses them, answering nobody). */
   acksZeroReferences: number;
+  /** Produce requests the codec could not read: forwarded as they came, for the broker to judge. */
+  requestsNotDecoded: number;
   /** From the request to its filled frame (or its refusal): sum, count and maximum, milliseconds. */
   fillMsTotal: number;
   fillMsMax: number;
@@ -104,6 +106,7 @@ export class ProduceFillFilter implements FrameFilter {
     requestsRefused: 0,
     failures: { undecodable: 0, storeNotAllowed: 0, readFailed: 0, timedOut: 0, mismatch: 0 },
     acksZeroReferences: 0,
+    requestsNotDecoded: 0,
     fillMsTotal: 0,
     fillMsMax: 0,
   };
@@ -127,12 +130,29 @@ export class ProduceFillFilter implements FrameFilter {
     _connection: FilterConnection,
   ): RequestDecision | Promise<RequestDecision> {
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    // Throws only when acks cannot be found: the pipe must know whether an answer comes, and the
+    // broker cannot read such a request either (it closes the connection).
     const expectResponse = peekProduceAcks(payload) !== 0;
     const forward: RequestDecision = { action: 'forward', frame, expectResponse };
     if (info.apiVersion < PRODUCE_REFERENCE_VERSIONS.min || info.apiVersion > PRODUCE_REFERENCE_VERSIONS.max)
       return forward;
-    const header = decodeRequestHeader(payload);
-    const request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    let header: { headerLength: number };
+    let request: ProduceRequest;
+    try {
+      header = decodeRequestHeader(payload);
+      request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    } catch (error) {
+      // As on the client ingress (produce-wal.ts): the codec is stricter than Kafka, and what it
+      // refuses the broker judges, answering per partition as stock does (or closing the
+      // connection). Nothing is filled: a reference in it reaches the broker unfilled, and the
+      // broker refuses that partition (magic 0x57 is no Kafka magic), appending nothing of it.
+      this.stats.requestsNotDecoded++;
+      this.options.log.debug(
+        { error: (error as Error).message },
+        'zone-local produce: Produce request not decoded; forwarded as sent',
+      );
+      return forward;
+    }
     const referenced: Array<{ topicKey: string; partition: ProducePartitionData }> = [];
     for (const topic of request.topicData) {
       for (const partition of topic.partitionData) {

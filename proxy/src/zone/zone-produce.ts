@@ -22,6 +22,7 @@ import {
   decodeSaslAuthenticateRequest,
   decodeSaslAuthenticateResponse,
   decodeSaslHandshakeRequest,
+  decodeSaslHandshakeResponse,
   SASL_AUTHENTICATE,
   SASL_HANDSHAKE,
 } from '../metadata/sasl-messages.js';
@@ -41,7 +42,10 @@ export const ZONE_PRODUCE_DEFAULTS = {
    * is waiting; S3 Express answers in ~5 ms at p50, ~15 ms at p99) and marks the store degraded.
    */
   storeTimeoutMs: 1_000,
-  /** After a leader could not fill a reference, requests to it go as bytes for this long. */
+  /**
+   * After a leader could not fill a reference, requests to it go as bytes for this long; after an
+   * answer that may be either a missing fill or the producer's own bad batch, only that connection's.
+   */
   fallbackMs: 30_000,
   /**
    * How long later requests of a topic wait for the answer to its first Produce on a connection
@@ -68,7 +72,7 @@ export interface ZoneProduceBytesReasons {
   notAcceptedYet: number;
   /** acks=0: no answer could tell the producer to retry. */
   acksZero: number;
-  /** Not exactly one magic v2 batch: the broker judges it as sent. */
+  /** Not exactly one complete, CRC-valid magic v2 batch: the broker judges it as sent. */
   notOneBatch: number;
   /** The WAL store is degraded (StoreHealth), or refused the batch. */
   storeUnusable: number;
@@ -76,6 +80,16 @@ export interface ZoneProduceBytesReasons {
   storeFailed: number;
   /** The leader could not fill a reference lately: bytes for fallbackMs. */
   leaderFallback: number;
+  /**
+   * This connection got a refusal that may have been of an unfilled reference (Produce < v8 says
+   * no more than INVALID_RECORD / CORRUPT_MESSAGE): its requests go as bytes for fallbackMs.
+   */
+  connectionFallback: number;
+  /**
+   * The connection's SASL login is not (yet) accepted by the broker, or was refused: who the
+   * broker will authorize is not known, so nothing of it is stored.
+   */
+  notAuthenticated: number;
   /** The leader is in our own zone: its bytes cross no zone. */
   sameZone: number;
   /** Produce versions outside 3–13. */
@@ -90,6 +104,12 @@ export interface ZoneProduceStats {
   batchesAsBytes: ZoneProduceBytesReasons;
   /** Leaders that answered a reference as not filled (NOT_ENOUGH_REPLICAS, or INVALID_RECORD from a broker that got it). */
   fallbacksStarted: number;
+  /** Connections that went to bytes after an INVALID_RECORD / CORRUPT_MESSAGE that may have been an unfilled reference. */
+  connectionFallbacksStarted: number;
+  /** Produce requests the codec could not read: forwarded as the client sent them, for the broker to judge. */
+  requestsNotDecoded: number;
+  /** Produce requests decided only once the connection's pending SASL login was answered. */
+  requestsHeldForLogin: number;
   /** INVALID_RECORD / CORRUPT_MESSAGE for an unfilled reference, answered NOT_ENOUGH_REPLICAS so the producer retries. */
   refusalsRewritten: number;
   /** Client-sent partitions that looked like references, changed so that no leader ever fills them. */
@@ -118,17 +138,52 @@ export interface ZoneProduceOptions {
 }
 
 /**
- * Whose ACLs the broker applies on a connection, as far as this sidecar can tell: set once a SASL
- * PLAIN or SCRAM login names its user, `anonymous` for a connection that never logged in (behind
+ * Whose ACLs the broker applies on a connection, as far as this sidecar can tell, and only once the
+ * broker said so: the user of a SASL PLAIN or SCRAM login once the broker answered its last
+ * SaslAuthenticate without error, `anonymous` for a connection that never began a login (behind
  * the sidecar the broker's listener is PLAINTEXT: every such client is User:ANONYMOUS), and the
  * connection itself for mechanisms whose identity the sidecar cannot read (GSSAPI, OAUTHBEARER).
+ * A login's first message only claims a user; a Produce pipelined behind it is decided once the
+ * broker answered the login (a wrong password: the broker refuses it and closes the connection,
+ * and nothing of that connection is stored).
  */
 interface ConnectionState {
   readonly id: number;
+  /** The mechanism of the connection's SASL login; `?` for a SASL request that named none readable. */
   mechanism?: string;
-  /** The user the connection's SASL login named; the broker closes a connection whose login fails. */
+  /** The user the login's first message claims: trusted only once the broker accepted the login. */
+  claimedUser?: string;
+  /** The user of a login the broker accepted. */
   user?: string;
+  /** The broker answered the login's last step without error (the login is over and succeeded). */
+  authenticated: boolean;
+  /** SaslAuthenticate steps of the current login the broker answered without error. */
+  steps: number;
+  /** The broker refused the connection's SASL handshake or login: nothing of it is ever stored. */
+  refused: boolean;
+  /** SaslHandshake / SaslAuthenticate requests not answered yet. */
+  saslPending: number;
+  /** Settled when saslPending drops to 0: the Produce requests held behind the login decide then. */
+  saslSettled?: Awaiting;
+  /**
+   * The leader side of this connection filled a reference (a referenced partition was appended):
+   * an INVALID_RECORD / CORRUPT_MESSAGE for a referenced partition is then the batch's own. The
+   * connection is end to end with one leader-side process, so this holds for its whole life.
+   */
+  filled: boolean;
+  /** Until when this connection's requests go as bytes (connectionFallback). */
+  bytesUntil: number;
 }
+
+/** How many successful SaslAuthenticate steps complete a login, for the mechanisms this sidecar reads. */
+const LOGIN_STEPS: Readonly<Record<string, number>> = {
+  // RFC 4616: one message, one answer.
+  PLAIN: 1,
+  // RFC 5802: client-first → server-first (error code 0, nothing proven yet), client-final →
+  // server-final: only the second answer says the password was right.
+  'SCRAM-SHA-256': 2,
+  'SCRAM-SHA-512': 2,
+};
 
 interface Awaiting {
   promise: Promise<void>;
@@ -143,6 +198,7 @@ interface Candidate {
 }
 
 interface RequestState {
+  readonly connection: ConnectionState;
   /** Each topic of the request (name, or id from v13, as the response names it) → its acceptance key. */
   acceptance: Map<string, string>;
   /** `${topicKey}\0${partition}` of the partitions sent as references. */
@@ -181,10 +237,15 @@ export class ZoneProduce {
       storeUnusable: 0,
       storeFailed: 0,
       leaderFallback: 0,
+      connectionFallback: 0,
+      notAuthenticated: 0,
       sameZone: 0,
       unsupportedVersion: 0,
     },
     fallbacksStarted: 0,
+    connectionFallbacksStarted: 0,
+    requestsNotDecoded: 0,
+    requestsHeldForLogin: 0,
     refusalsRewritten: 0,
     clientReferencesNeutralized: 0,
     storeMsTotal: 0,
@@ -220,14 +281,18 @@ export class ZoneProduce {
       onRequest: (info, frame, connection) => {
         if (info.apiKey === ApiKey.Produce)
           return this.onRequest(leaderId, requests, info, frame, connection);
-        this.onSasl(info, frame, this.connectionState(connection), logins);
+        const state = this.connectionState(connection);
+        this.onSasl(info, frame, state);
+        logins.set(info, state);
         return { action: 'forward', frame, expectResponse: true };
       },
       onResponse: (info, frame) => {
         if (info.apiKey === ApiKey.Produce) return this.onResponse(leaderId, requests, info, frame);
-        const login = logins.get(info);
-        // A failed login: the broker closes the connection; nothing of it is remembered.
-        if (login !== undefined && saslAuthenticateFailed(info, frame)) login.user = undefined;
+        const state = logins.get(info);
+        if (state !== undefined) {
+          logins.delete(info);
+          this.onSaslAnswer(info, frame, state);
+        }
         return frame;
       },
     };
@@ -236,38 +301,94 @@ export class ZoneProduce {
   private connectionState(connection: FilterConnection): ConnectionState {
     let state = this.connections.get(connection);
     if (state === undefined) {
-      state = { id: this.nextConnectionId++ };
+      state = {
+        id: this.nextConnectionId++,
+        authenticated: false,
+        steps: 0,
+        refused: false,
+        saslPending: 0,
+        filled: false,
+        bytesUntil: 0,
+      };
       this.connections.set(connection, state);
     }
     return state;
   }
 
-  /** Reads the mechanism of a SASL handshake and the user of a PLAIN or SCRAM login. */
-  private onSasl(
-    info: RequestInfo,
-    frame: Buffer,
-    state: ConnectionState,
-    logins: WeakMap<RequestInfo, ConnectionState>,
-  ): void {
+  /**
+   * A SASL request on its way to the broker: the connection is no longer anonymous, its Produce
+   * requests wait for the answer, and a handshake (a login, or a KIP-368 re-authentication) starts
+   * a new login whose user is only claimed so far.
+   */
+  private onSasl(info: RequestInfo, frame: Buffer, state: ConnectionState): void {
+    state.saslPending++;
+    state.mechanism ??= '?';
+    if (info.apiKey === SASL_HANDSHAKE) {
+      state.mechanism = '?';
+      state.claimedUser = undefined;
+      state.user = undefined;
+      state.authenticated = false;
+      state.steps = 0;
+    }
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
     try {
       const { headerLength } = decodeRequestHeader(payload);
       const body = payload.subarray(headerLength);
-      if (info.apiKey === SASL_HANDSHAKE) {
-        state.mechanism = decodeSaslHandshakeRequest(body, info.apiVersion);
-        state.user = undefined;
-      } else if (state.mechanism !== undefined) {
-        state.user ??= saslUsername(state.mechanism, decodeSaslAuthenticateRequest(body, info.apiVersion));
-        logins.set(info, state);
-      }
+      if (info.apiKey === SASL_HANDSHAKE) state.mechanism = decodeSaslHandshakeRequest(body, info.apiVersion);
+      else if (state.steps === 0)
+        state.claimedUser ??= saslUsername(
+          state.mechanism,
+          decodeSaslAuthenticateRequest(body, info.apiVersion),
+        );
     } catch {
       // Not ours to judge: the broker answers a malformed login; the connection stays unnamed.
     }
   }
 
-  /** Who the broker authorizes on this connection, as a key for what it accepted. */
-  private identityOf(state: ConnectionState): string {
+  /** The broker's answer to a SASL request: the login goes on, succeeded, or was refused. */
+  private onSaslAnswer(info: RequestInfo, frame: Buffer, state: ConnectionState): void {
+    if (saslRefused(info, frame)) {
+      // The broker closes the connection (SaslServerAuthenticator); nothing of it is stored.
+      state.refused = true;
+      state.authenticated = false;
+      state.user = undefined;
+    } else if (info.apiKey === SASL_AUTHENTICATE) {
+      state.steps++;
+      // A mechanism whose identity we cannot read keys acceptances by the connection alone, so
+      // only the broker's own answer to a Produce on it can ever let its batches be stored:
+      // "authenticated" after any accepted step is then safe, whatever the number of steps.
+      if (state.steps >= (LOGIN_STEPS[state.mechanism ?? '?'] ?? 1)) {
+        state.authenticated = true;
+        state.user = state.claimedUser;
+      }
+    }
+    if (--state.saslPending === 0 && state.saslSettled !== undefined) {
+      const settled = state.saslSettled;
+      state.saslSettled = undefined;
+      settled.settle();
+    }
+  }
+
+  /** Settled once every SASL request of the connection sent so far is answered. */
+  private saslAnswered(state: ConnectionState): Promise<void> {
+    if (state.saslSettled === undefined) {
+      let settle!: () => void;
+      const promise = new Promise<void>((resolve) => {
+        settle = resolve;
+      });
+      state.saslSettled = { promise, settle };
+    }
+    return state.saslSettled.promise;
+  }
+
+  /**
+   * Who the broker authorizes on this connection, as a key for what it accepted; undefined while
+   * that is not known (a login not over) or after the broker refused the login.
+   */
+  private identityOf(state: ConnectionState): string | undefined {
+    if (state.refused) return undefined;
     if (state.mechanism === undefined) return 'anonymous';
+    if (!state.authenticated) return undefined;
     return state.user !== undefined ? `user:${state.user}` : `connection:${state.id}`;
   }
 
@@ -297,8 +418,24 @@ export class ZoneProduce {
       bytes.unsupportedVersion++;
       return { action: 'forward', frame: original, expectResponse: acks !== 0 };
     }
-    const header = decodeRequestHeader(payload);
-    let request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    let header: { headerLength: number };
+    let request: ProduceRequest;
+    try {
+      header = decodeRequestHeader(payload);
+      request = decodeProduceRequest(payload.subarray(header.headerLength), info.apiVersion);
+    } catch (error) {
+      // As on the client ingress (produce-wal.ts): the codec is stricter than Kafka, and what it
+      // refuses the broker judges, answering per partition as stock does (or closing the
+      // connection). Nothing of it is stored. A client-sent reference inside it cannot be
+      // neutralized, but no leader side fills it either: it reads requests with this same codec,
+      // cannot read this one, and hands it to its broker as it came, which refuses the partition.
+      this.stats.requestsNotDecoded++;
+      this.options.log.debug(
+        { error: (error as Error).message },
+        'zone-local produce: Produce request not decoded; forwarded as sent',
+      );
+      return { action: 'forward', frame: original, expectResponse: acks !== 0 };
+    }
     const frame = this.neutralized(
       original,
       request.topicData.flatMap((t) => t.partitionData),
@@ -316,20 +453,41 @@ export class ZoneProduce {
       bytes.acksZero += partitions;
       return asBytes;
     }
-    const identity = this.identityOf(this.connectionState(connection));
-    const requestState: RequestState = { acceptance: new Map(), referenced: new Set() };
+    const connectionState = this.connectionState(connection);
+    const requestState: RequestState = {
+      connection: connectionState,
+      acceptance: new Map(),
+      referenced: new Set(),
+    };
     requests.set(info, requestState);
     const headerBytes = frame.subarray(
       FRAME_SIZE_PREFIX_BYTES,
       FRAME_SIZE_PREFIX_BYTES + header.headerLength,
     );
-    const decide = (): RequestDecision | Promise<RequestDecision> => {
+    const decide = (identity: string): RequestDecision | Promise<RequestDecision> => {
       const outcome = this.classify(leaderId, request, identity, requestState);
-      if ('waitFor' in outcome) return Promise.all(outcome.waitFor).then(decide);
+      if ('waitFor' in outcome) return Promise.all(outcome.waitFor).then(() => decide(identity));
       if (outcome.candidates.length === 0) return asBytes;
       return this.reference(info, headerBytes, request, outcome.candidates, requestState, asBytes);
     };
-    return decide();
+    const start = (): RequestDecision | Promise<RequestDecision> => {
+      const identity = this.identityOf(connectionState);
+      if (identity === undefined) {
+        // A login the broker has not accepted (or refused): it would judge this request as
+        // nobody's we know, and an unauthenticated client must not make us store anything.
+        bytes.notAuthenticated += partitions;
+        return asBytes;
+      }
+      return decide(identity);
+    };
+    if (connectionState.saslPending > 0) {
+      // Pipelined behind a login the broker has not answered: the user it claims is not proven
+      // yet. Decided once it is answered; the pipe holds this request (and the ones behind it)
+      // meanwhile, within its buffering bound.
+      this.stats.requestsHeldForLogin++;
+      return this.saslAnswered(connectionState).then(start);
+    }
+    return start();
   }
 
   /**
@@ -351,9 +509,11 @@ export class ZoneProduce {
         ? 'sameZone'
         : this.inFallback(leaderId)
           ? 'leaderFallback'
-          : this.options.health !== undefined && !this.options.health.usable
-            ? 'storeUnusable'
-            : undefined;
+          : this.now() < state.connection.bytesUntil
+            ? 'connectionFallback'
+            : this.options.health !== undefined && !this.options.health.usable
+              ? 'storeUnusable'
+              : undefined;
     const topics = request.topicData.map((topic) => {
       const topicKey = topic.topicId ?? topic.name ?? '';
       const name =
@@ -500,11 +660,24 @@ export class ZoneProduce {
     if (state === undefined) return frame;
     requests.delete(info);
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-    const { headerLength } = decodeResponseHeader(
-      payload,
-      responseHeaderVersion(ApiKey.Produce, info.apiVersion)!,
-    );
-    const response = decodeProduceResponse(payload.subarray(headerLength), info.apiVersion);
+    let headerLength: number;
+    let response: ProduceResponse;
+    try {
+      ({ headerLength } = decodeResponseHeader(
+        payload,
+        responseHeaderVersion(ApiKey.Produce, info.apiVersion)!,
+      ));
+      response = decodeProduceResponse(payload.subarray(headerLength), info.apiVersion);
+    } catch (error) {
+      // The broker's answer goes to the client as it came (stock); nothing is learnt from it, and
+      // requests held for it decide without it (as bytes, unless the topic was accepted before).
+      this.options.log.debug(
+        { error: (error as Error).message },
+        'zone-local produce: Produce response not decoded; forwarded as sent',
+      );
+      for (const key of state.acceptance.values()) this.awaiting.get(key)?.settle();
+      return frame;
+    }
     const rewritten = this.learn(leaderId, info.apiVersion, state, response);
     if (!rewritten) return frame;
     return withSizePrefix([
@@ -516,7 +689,18 @@ export class ZoneProduce {
   /** Learns from the leader's answer; returns whether a partition's answer was changed. */
   private learn(leaderId: number, version: number, state: RequestState, response: ProduceResponse): boolean {
     let changed = false;
-    let fallback = false;
+    let leaderFallback = false;
+    let connectionFallback = false;
+    const referenced = (topicKey: string, p: { index: number }) =>
+      state.referenced.has(`${topicKey}\u0000${p.index}`);
+    // A referenced partition appended: the leader side of this connection fills references, so a
+    // refusal of another one is of the batch itself, whatever the Produce version.
+    if (
+      response.responses.some((t) =>
+        t.partitionResponses.some((p) => p.errorCode === 0 && referenced(t.topicId ?? t.name ?? '', p)),
+      )
+    )
+      state.connection.filled = true;
     for (const topic of response.responses) {
       const topicKey = topic.topicId ?? topic.name ?? '';
       const key = state.acceptance.get(topicKey);
@@ -533,21 +717,28 @@ export class ZoneProduce {
         this.awaiting.get(key)?.settle();
       }
       for (const p of topic.partitionResponses) {
-        if (!state.referenced.has(`${topicKey}\u0000${p.index}`)) continue;
-        if (p.errorCode === ErrorCode.NOT_ENOUGH_REPLICAS) fallback = true;
-        else if (unfilledRefusal(version, p.errorCode, p.errorMessage)) {
-          // A leader without zone-local produce (an older walproxy, or none) gave the broker the
-          // reference, which refused it without appending: retriable, and the retry goes as bytes.
+        if (!referenced(topicKey, p)) continue;
+        // A fill failure (the leader side's answer, every partition): a store or configuration
+        // matter, never one producer's batch (only CRC-valid batches are referenced), so the
+        // leader gets bytes from everyone for a while.
+        if (p.errorCode === ErrorCode.NOT_ENOUGH_REPLICAS) leaderFallback = true;
+        else {
+          const refusal = referenceRefusal(version, p.errorCode, p.errorMessage, state.connection.filled);
+          if (refusal === undefined) continue;
+          // The broker may have got the reference unfilled (a leader side without zone-local
+          // produce: an older walproxy, or none) and refused it without appending: retriable,
+          // and the retry goes as bytes, which the broker then judges as stock.
           p.errorCode = ErrorCode.NOT_ENOUGH_REPLICAS;
           if (version >= 8)
             p.errorMessage = 'walproxy: the leader did not take a zone-local reference; not appended, retry';
           this.stats.refusalsRewritten++;
-          fallback = true;
           changed = true;
+          if (refusal === 'unfilled') leaderFallback = true;
+          else connectionFallback = true;
         }
       }
     }
-    if (fallback) {
+    if (leaderFallback) {
       if (!this.inFallback(leaderId)) {
         this.stats.fallbacksStarted++;
         this.options.log.warn(
@@ -556,6 +747,12 @@ export class ZoneProduce {
         );
       }
       this.fallbackUntil.set(leaderId, this.now() + this.fallbackMs);
+    } else if (connectionFallback) {
+      // Before Produce v8 nothing tells an unfilled reference from the producer's own bad batch
+      // (INVALID_RECORD / CORRUPT_MESSAGE, no message): only this connection goes to bytes, so a
+      // bad batch costs its own producer one retry and nobody else anything.
+      if (this.now() >= state.connection.bytesUntil) this.stats.connectionFallbacksStarted++;
+      state.connection.bytesUntil = this.now() + this.fallbackMs;
     }
     return changed;
   }
@@ -580,34 +777,58 @@ const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
 ]);
 
 /**
- * Whether a broker refused a partition because its batch was a reference nobody filled: the magic
- * check (ProduceRequest.validateRecords), INVALID_RECORD, says so in its message from v8; before
- * v8 the code is all there is.
+ * Whether the broker's answer to a SASL request refuses the handshake or the login (or cannot be
+ * read: then nothing of the connection is trusted either).
  */
-function saslAuthenticateFailed(info: RequestInfo, frame: Buffer): boolean {
+function saslRefused(info: RequestInfo, frame: Buffer): boolean {
   try {
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
     const { headerLength } = decodeResponseHeader(
       payload,
-      responseHeaderVersion(SASL_AUTHENTICATE, info.apiVersion)!,
+      responseHeaderVersion(info.apiKey, info.apiVersion)!,
     );
-    return decodeSaslAuthenticateResponse(payload.subarray(headerLength), info.apiVersion).errorCode !== 0;
+    const body = payload.subarray(headerLength);
+    const errorCode =
+      info.apiKey === SASL_HANDSHAKE
+        ? decodeSaslHandshakeResponse(body, info.apiVersion).errorCode
+        : decodeSaslAuthenticateResponse(body, info.apiVersion).errorCode;
+    return errorCode !== 0;
   } catch {
     return true;
   }
 }
 
-function unfilledRefusal(version: number, errorCode: number, message: string | null | undefined): boolean {
-  if (errorCode !== ErrorCode.INVALID_RECORD && errorCode !== ErrorCode.CORRUPT_MESSAGE) return false;
-  return version < 8 || message == null || /magic/i.test(message);
+/**
+ * Whether the broker's refusal of a referenced partition may be of a reference nobody filled:
+ * - `unfilled`: certainly (from v8 the magic check, ProduceRequest.validateRecords, says "magic"
+ *   in its message; a filled batch is magic 2), so every producer of that leader would meet it;
+ * - `maybe`: before v8 INVALID_RECORD / CORRUPT_MESSAGE carry no message, and the producer's own
+ *   batch may be what the broker refused;
+ * - undefined: the batch's own refusal, answered as stock (the leader side is known to fill).
+ */
+function referenceRefusal(
+  version: number,
+  errorCode: number,
+  message: string | null | undefined,
+  leaderSideFills: boolean,
+): 'unfilled' | 'maybe' | undefined {
+  if (errorCode !== ErrorCode.INVALID_RECORD && errorCode !== ErrorCode.CORRUPT_MESSAGE) return undefined;
+  if (leaderSideFills) return undefined;
+  if (version >= 8 && message != null) return /magic/i.test(message) ? 'unfilled' : undefined;
+  return 'maybe';
 }
 
-/** The partition's only batch, when its Records field is exactly one complete magic v2 batch. */
+/**
+ * The partition's only batch, when its Records field is exactly one complete, CRC-valid magic v2
+ * batch. A batch with a wrong CRC goes as bytes, for the broker to refuse as stock does: by
+ * reference the leader side's check would refuse it as a store fault, and every producer of that
+ * leader would go to bytes for fallbackMs.
+ */
 function oneBatch(records: Buffer | null): Buffer | undefined {
   if (records === null) return undefined;
   try {
     const batch = recordBatchAt(records, 0);
-    return !batch.partial && batch.size === records.length ? records : undefined;
+    return !batch.partial && batch.size === records.length && batch.isCrcValid() ? records : undefined;
   } catch {
     return undefined;
   }

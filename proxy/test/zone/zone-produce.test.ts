@@ -20,6 +20,7 @@ import {
   encodeSaslAuthenticateRequest,
   encodeSaslAuthenticateResponse,
   encodeSaslHandshakeRequest,
+  encodeSaslHandshakeResponse,
 } from '../../src/metadata/sasl-messages.js';
 import type { TopicNames } from '../../src/metadata/topic-names.js';
 import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
@@ -291,35 +292,67 @@ async function acceptOn(
   s.back(i, answer(i, first));
 }
 
-/** A new connection on which the client logged in with `mechanism`, its first message `authBytes`. */
+/** Sends a SASL request on `connection` through the zone egress filter, unanswered; returns its info. */
+async function saslSend(
+  s: ReturnType<typeof setup>,
+  connection: FilterConnection,
+  request: { mechanism: string } | { authBytes: Buffer },
+): Promise<RequestInfo> {
+  if ('mechanism' in request) {
+    const i: RequestInfo = { apiKey: 17, apiVersion: 1, correlationId: nextCorrelation++ };
+    await s.egress.onRequest!(
+      i,
+      requestFrame(i, 'p', encodeSaslHandshakeRequest(request.mechanism, 1)),
+      connection,
+    );
+    return i;
+  }
+  const i: RequestInfo = { apiKey: 36, apiVersion: 2, correlationId: nextCorrelation++ };
+  await s.egress.onRequest!(
+    i,
+    requestFrame(i, 'p', encodeSaslAuthenticateRequest(request.authBytes, 2)),
+    connection,
+  );
+  return i;
+}
+
+/** The broker's answer to a SASL request: accepted, or refused with `errorCode`. */
+function saslAnswer(s: ReturnType<typeof setup>, i: RequestInfo, errorCode = 0): void {
+  const body =
+    i.apiKey === 17
+      ? encodeSaslHandshakeResponse({ errorCode, mechanisms: ['PLAIN', 'SCRAM-SHA-512'] }, 1)
+      : encodeSaslAuthenticateResponse(
+          {
+            errorCode,
+            errorMessage:
+              errorCode === 0
+                ? null
+                : 'Authentication failed during authentication due to invalid credentials',
+            authBytes: Buffer.alloc(0),
+            sessionLifetimeMs: 0n,
+          },
+          2,
+        );
+  s.egress.onResponse!(i, responseFrame(i, body));
+}
+
+/** SCRAM's second client message (RFC 5802 client-final-message); the proof is whatever the client sends. */
+const SCRAM_FINAL = Buffer.from('c=biws,r=abc123server456,p=cHJvb2Y=');
+
+/**
+ * A new connection on which the client logged in with `mechanism`, its first message `authBytes`,
+ * every step answered without error (SCRAM: client-first, then client-final).
+ */
 async function login(
   s: ReturnType<typeof setup>,
   mechanism: string,
   authBytes: Buffer,
 ): Promise<FilterConnection> {
   const connection: FilterConnection = { log };
-  const handshake: RequestInfo = { apiKey: 17, apiVersion: 1, correlationId: nextCorrelation++ };
-  await s.egress.onRequest!(
-    handshake,
-    requestFrame(handshake, 'p', encodeSaslHandshakeRequest(mechanism, 1)),
-    connection,
-  );
-  const auth: RequestInfo = { apiKey: 36, apiVersion: 2, correlationId: nextCorrelation++ };
-  await s.egress.onRequest!(
-    auth,
-    requestFrame(auth, 'p', encodeSaslAuthenticateRequest(authBytes, 2)),
-    connection,
-  );
-  s.egress.onResponse!(
-    auth,
-    responseFrame(
-      auth,
-      encodeSaslAuthenticateResponse(
-        { errorCode: 0, errorMessage: null, authBytes: Buffer.alloc(0), sessionLifetimeMs: 0n },
-        2,
-      ),
-    ),
-  );
+  saslAnswer(s, await saslSend(s, connection, { mechanism }));
+  saslAnswer(s, await saslSend(s, connection, { authBytes }));
+  if (mechanism.startsWith('SCRAM-'))
+    saslAnswer(s, await saslSend(s, connection, { authBytes: SCRAM_FINAL }));
   return connection;
 }
 
@@ -642,5 +675,210 @@ describe('zone-local produce: references between sidecars', () => {
     expect(s.zoneProduce.stats.clientReferencesNeutralized).toBe(1);
     const decision = await s.fill.onRequest(i, sent, { log });
     expect(forwarded(decision)).toBe(sent);
+  });
+});
+
+describe('zone-local produce: only for a login the broker accepted (issue #24, item 2)', () => {
+  /** Objects in zone-a's bucket, batches its writer uploaded and batches referenced, so far. */
+  const storedSoFar = (s: ReturnType<typeof setup>) =>
+    s.zoneStore.objects.size + s.writer.stats.batchesUploaded + s.zoneProduce.stats.batchesReferenced;
+  const baseline = new WeakMap<ReturnType<typeof setup>, number>();
+  /** Whether anything was stored (or referenced) since alice's acceptance was set up. */
+  const storedAnything = (s: ReturnType<typeof setup>) => storedSoFar(s) > (baseline.get(s) ?? 0);
+
+  async function aliceAccepted(s: ReturnType<typeof setup>, topic: Topic): Promise<void> {
+    const alice = await login(s, 'SCRAM-SHA-512', Buffer.from('n,,n=alice,r=abc123'));
+    await acceptOn(s, alice, topic);
+    // (her next produce would go by reference)
+    const i = info(9);
+    const sent = await s.throughZone(i, produce(i, [{ topic, batches: [batch(1)] }]), alice);
+    expect(partitionRecords(i, sent).every(isProduceReference)).toBe(true);
+    baseline.set(s, storedSoFar(s));
+  }
+
+  it('holds a Produce pipelined behind a SCRAM login until the broker answers it, and stores nothing when it refuses the password', async () => {
+    const s = setup();
+    const topic = { name: 'zl-orders' };
+    // Given a leader that accepted alice's produce of the topic
+    await aliceAccepted(s, topic);
+    // When someone who knows her name logs in as alice with a wrong password, and pipelines a
+    // Produce behind the client-final message
+    const attacker: FilterConnection = { log };
+    saslAnswer(s, await saslSend(s, attacker, { mechanism: 'SCRAM-SHA-512' }));
+    saslAnswer(s, await saslSend(s, attacker, { authBytes: Buffer.from('n,,n=alice,r=evil') }));
+    const final = await saslSend(s, attacker, { authBytes: SCRAM_FINAL });
+    const i = info(9);
+    const request = produce(i, [{ topic, batches: [batch(2)] }]);
+    const decision = s.egress.onRequest!(i, request, attacker);
+    // Then the Produce waits for the broker's word on the login, storing nothing meanwhile
+    expect(decision).toBeInstanceOf(Promise);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(storedAnything(s)).toBe(false);
+    // And once the broker refuses the password, it goes as the client's bytes (the broker, which
+    // closes the connection, never reads it), and nothing of it was stored
+    saslAnswer(s, final, ErrorCode.SASL_AUTHENTICATION_FAILED);
+    expect(forwarded(await decision)).toBe(request);
+    expect(storedAnything(s)).toBe(false);
+    expect(s.zoneProduce.stats.batchesAsBytes.notAuthenticated).toBe(1);
+    // And later requests of that connection are never stored either
+    const j = info(9);
+    const later = produce(j, [{ topic, batches: [batch(3)] }]);
+    expect(await s.throughZone(j, later, attacker)).toBe(later);
+    expect(storedAnything(s)).toBe(false);
+  });
+
+  it('does not take the first SCRAM answer for a login: a Produce behind client-first goes as bytes', async () => {
+    const s = setup();
+    const topic = { name: 'zl-orders' };
+    await aliceAccepted(s, topic);
+    // Given a connection that sent only SCRAM's client-first message, naming alice, and a Produce behind it
+    const attacker: FilterConnection = { log };
+    saslAnswer(s, await saslSend(s, attacker, { mechanism: 'SCRAM-SHA-512' }));
+    const first = await saslSend(s, attacker, { authBytes: Buffer.from('n,,n=alice,r=evil') });
+    const i = info(9);
+    const request = produce(i, [{ topic, batches: [batch(2)] }]);
+    const decision = s.egress.onRequest!(i, request, attacker);
+    // When the broker answers client-first without error (server-first: nothing is proven yet)
+    saslAnswer(s, first);
+    // Then the Produce goes as bytes, nothing stored
+    expect(forwarded(await decision)).toBe(request);
+    expect(storedAnything(s)).toBe(false);
+  });
+
+  it('stores nothing for a PLAIN login refused, nor for a handshake refused', async () => {
+    const s = setup();
+    const topic = { name: 'zl-orders' };
+    const alice = await login(s, 'PLAIN', Buffer.from('\u0000alice\u0000secret'));
+    await acceptOn(s, alice, topic);
+    for (const refuse of ['handshake', 'authenticate'] as const) {
+      // Given a login as alice, the handshake, SaslAuthenticate and a Produce pipelined
+      const attacker: FilterConnection = { log };
+      const handshake = await saslSend(s, attacker, { mechanism: 'PLAIN' });
+      const auth = await saslSend(s, attacker, { authBytes: Buffer.from('\u0000alice\u0000wrong') });
+      const i = info(9);
+      const request = produce(i, [{ topic, batches: [batch(2)] }]);
+      const decision = s.egress.onRequest!(i, request, attacker);
+      // When the broker refuses one of them
+      saslAnswer(s, handshake, refuse === 'handshake' ? 33 : 0);
+      saslAnswer(s, auth, refuse === 'authenticate' ? ErrorCode.SASL_AUTHENTICATION_FAILED : 0);
+      // Then nothing is stored
+      expect(forwarded(await decision), refuse).toBe(request);
+      expect(storedAnything(s), refuse).toBe(false);
+    }
+  });
+
+  it('references a Produce pipelined behind a login the broker accepts, once it accepted it', async () => {
+    const s = setup();
+    const topic = { name: 'zl-orders' };
+    await aliceAccepted(s, topic);
+    // Given alice's own login, with a Produce pipelined behind her client-final message
+    const connection: FilterConnection = { log };
+    saslAnswer(s, await saslSend(s, connection, { mechanism: 'SCRAM-SHA-512' }));
+    saslAnswer(s, await saslSend(s, connection, { authBytes: Buffer.from('n,,n=alice,r=abc') }));
+    const final = await saslSend(s, connection, { authBytes: SCRAM_FINAL });
+    const i = info(9);
+    const decision = s.egress.onRequest!(i, produce(i, [{ topic, batches: [batch(2)] }]), connection);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(storedAnything(s)).toBe(false);
+    // When the broker accepts the login
+    saslAnswer(s, final);
+    // Then the Produce goes by reference, as her acceptance allows
+    expect(partitionRecords(i, forwarded(await decision)).every(isProduceReference)).toBe(true);
+    expect(s.zoneProduce.stats.requestsHeldForLogin).toBe(1);
+  });
+});
+
+describe('zone-local produce: bad input as stock answers it (issue #24, item 5)', () => {
+  it('hands a Produce the codec refuses to the leader as the client sent it, on both sides', async () => {
+    const s = setup();
+    await accepted(s, { name: 'zl-orders' });
+    // Given a request with bytes after its body (Kafka ignores them; the codec refuses them)
+    const i = info(9);
+    const request = produce(i, [{ topic: { name: 'zl-orders' }, batches: [batch(1)] }]);
+    const trailing = Buffer.concat([request, Buffer.from([1, 2, 3])]);
+    trailing.writeInt32BE(trailing.length - 4, 0);
+    // Then the producer's zone sidecar forwards it unchanged, storing nothing
+    expect(await s.throughZone(i, trailing)).toBe(trailing);
+    expect(s.zoneStore.objects.size).toBe(0);
+    expect(s.zoneProduce.stats.requestsNotDecoded).toBe(1);
+    // And so does the leader's sidecar, for the broker to answer
+    expect(forwarded(await s.fill.onRequest(i, trailing, { log }))).toBe(trailing);
+    expect(s.fill.stats.requestsNotDecoded).toBe(1);
+  });
+
+  it('answers a refusal of its own referenced batch, at Produce v7, only on that connection: other producers keep going by reference', async () => {
+    let now = 1_000_000;
+    const s = setup({ now: () => now });
+    const topic = { name: 'zl-orders' };
+    await accepted(s, topic, 7);
+    // Given a producer whose (CRC-valid) batch the broker refuses, INVALID_RECORD without a message (v7)
+    const bad: FilterConnection = { log };
+    const i = info(7);
+    const request = produce(i, [{ topic, batches: [batch(1)] }]);
+    const sent = await s.throughZone(i, request, bad);
+    expect(partitionRecords(i, sent).every(isProduceReference)).toBe(true);
+    const out = s.back(
+      i,
+      answer(i, request, () => ErrorCode.INVALID_RECORD),
+    );
+    // Then that producer is told to retry (the leader side may not have filled it), and its
+    // retry goes as bytes, for the broker to judge as stock
+    expect(errorsIn(i, out)).toEqual([ErrorCode.NOT_ENOUGH_REPLICAS]);
+    const j = info(7);
+    const retry = produce(j, [{ topic, batches: [batch(1)] }]);
+    expect(await s.throughZone(j, retry, bad)).toBe(retry);
+    const stock = answer(j, retry, () => ErrorCode.INVALID_RECORD);
+    expect(s.back(j, stock)).toBe(stock);
+    // And every other producer of that leader still goes by reference
+    expect(s.zoneProduce.inFallback(LEADER)).toBe(false);
+    const k = info(7);
+    const other = await s.throughZone(k, produce(k, [{ topic, batches: [batch(2)] }]), { log });
+    expect(partitionRecords(k, other).every(isProduceReference)).toBe(true);
+    expect(s.zoneProduce.stats).toMatchObject({
+      fallbacksStarted: 0,
+      connectionFallbacksStarted: 1,
+      batchesAsBytes: { connectionFallback: 1 },
+    });
+    // And after fallbackMs the producer's connection goes by reference again
+    now += 30_001;
+    const l = info(7);
+    const again = await s.throughZone(l, produce(l, [{ topic, batches: [batch(3)] }]), bad);
+    expect(partitionRecords(l, again).every(isProduceReference)).toBe(true);
+  });
+
+  it("passes the broker's refusal of a batch through unchanged once the connection's leader side is known to fill", async () => {
+    const s = setup();
+    const topic = { name: 'zl-orders' };
+    await accepted(s, topic, 7);
+    const connection: FilterConnection = { log };
+    // Given a connection whose referenced batch the leader appended (its leader side fills)
+    const i = info(7);
+    const request = produce(i, [{ topic, batches: [batch(1)] }]);
+    await s.throughZone(i, request, connection);
+    s.back(i, answer(i, request));
+    // When a later batch of it is refused CORRUPT_MESSAGE (v7: no message)
+    const j = info(7);
+    const next = produce(j, [{ topic, batches: [batch(2)] }]);
+    expect(partitionRecords(j, await s.throughZone(j, next, connection)).every(isProduceReference)).toBe(
+      true,
+    );
+    const refused = answer(j, next, () => ErrorCode.CORRUPT_MESSAGE);
+    // Then the producer gets the broker's answer as it came, and nothing falls back
+    expect(s.back(j, refused)).toBe(refused);
+    expect(s.zoneProduce.stats).toMatchObject({ refusalsRewritten: 0, connectionFallbacksStarted: 0 });
+    expect(s.zoneProduce.inFallback(LEADER)).toBe(false);
+  });
+
+  it('sends a batch with a wrong CRC as bytes, for the broker to refuse, and stores nothing of it', async () => {
+    const s = setup();
+    const topic = { name: 'zl-orders' };
+    await accepted(s, topic);
+    const corrupt = Buffer.from(batch(1));
+    corrupt[corrupt.length - 1]! ^= 0xff;
+    const i = info(9);
+    const request = produce(i, [{ topic, batches: [corrupt] }]);
+    expect(await s.throughZone(i, request)).toBe(request);
+    expect(s.zoneStore.objects.size).toBe(0);
+    expect(s.zoneProduce.stats.batchesAsBytes.notOneBatch).toBe(1);
   });
 });
