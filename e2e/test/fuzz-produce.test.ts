@@ -24,6 +24,7 @@ import {
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { consumeValues, createTopic, kafkaClient } from '../src/clients/kafkajs.js';
 import { leaderOf, RawConnection, requestFrame } from '../src/clients/raw-connection.js';
+import { walPublishingIdle } from '../src/cluster/cluster-info.js';
 import { repoRoot } from '../src/cluster/paths.js';
 import { createFuzzTopics } from '../src/fuzz/fuzz-topics.js';
 import { caseName, fuzzCases, Rng } from '../src/fuzz/mutations.js';
@@ -165,6 +166,12 @@ describe('mutated Produce requests, straight to the broker and through its sidec
   const appendedViaSidecar = new Set<string>();
   /** Batches sent through the sidecar in requests the broker did not answer (acks=0). */
   const unanswered = new Set<string>();
+  /**
+   * Waits until no sidecar holds batch bytes for the store (uploads lingering or on their way,
+   * tentative acks=0 batches until confirmed or dropped after 5 s) nor a reference to publish:
+   * what the bucket holds then is all it will hold of what was sent.
+   */
+  const walSettled = () => walPublishingIdle(cluster, { timeoutMs: 20_000 });
 
   beforeAll(async () => {
     // Given a WAL topic with three partitions and a topic outside the WAL, all led by broker 1
@@ -288,9 +295,9 @@ describe('mutated Produce requests, straight to the broker and through its sidec
     const inLog = [a!, b!].filter((batch) => log.some((l) => sameBatch(l, batch)));
     expect(inLog).toHaveLength(1);
     // And the WAL holds neither
+    await walSettled();
     const store = openE2eStore(cluster.s3);
     try {
-      await new Promise((r) => setTimeout(r, 1_000));
       const stored = (await readWalObjects(store)).filter((s) => s.entry.topicName === TOPIC);
       expect(stored.filter((s) => s.bytes.equals(a!) || s.bytes.equals(b!))).toEqual([]);
     } finally {
@@ -299,10 +306,9 @@ describe('mutated Produce requests, straight to the broker and through its sidec
   });
 
   it('stores in the WAL only batches of partitions the broker appended', async () => {
+    await walSettled();
     const store = openE2eStore(cluster.s3);
     try {
-      // Uploads linger a few milliseconds; the last ones may still be on their way
-      await new Promise((r) => setTimeout(r, 1_000));
       const stored = (await readWalObjects(store)).filter(
         (b) => b.entry.topicName === TOPIC || b.entry.topicId === ids.get(TOPIC),
       );

@@ -1,9 +1,11 @@
 import { readFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumeValues, createTopic } from '../src/clients/kafkajs.js';
 import { longestGapMs, startVerifiableProducer } from '../src/clients/verifiable-producer.js';
 import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { endOffsetTotal, waitForFullIsr } from '../src/cluster/leadership.js';
+import type { ManagedProcess } from '../src/cluster/process.js';
 import { walSidecarArgs, walSidecarEnv } from '../src/cluster/wal-settings.js';
 import { type MotoServer, startMoto } from '../src/s3/moto.js';
 import { compareReplicas, openE2eStore } from '../src/wal/inspect.js';
@@ -28,22 +30,21 @@ afterAll(async () => {
   await moto?.stop();
 });
 
-/** Milliseconds from each sidecar process's first log line to its `sidecar ready`, in order. */
-function readyAfterMs(logFile: string): number[] {
-  const lines = readFileSync(logFile, 'utf8')
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg: string; time: string });
-  const out: number[] = [];
-  let first: number | undefined;
-  for (const line of lines) {
-    first ??= Date.parse(line.time);
-    if (line.msg === 'sidecar ready') {
-      out.push(Date.parse(line.time) - first);
-      first = undefined;
-    }
+/** Milliseconds from a sidecar process's spawn to its first `sidecar ready` line. */
+function readyAfterSpawnMs(sidecar: ManagedProcess): number | undefined {
+  for (const line of readFileSync(sidecar.logFile, 'utf8').split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const entry = JSON.parse(line) as { msg: string; time: string };
+    if (entry.msg === 'sidecar ready') return Date.parse(entry.time) - sidecar.spawnedAt;
   }
-  return out;
+  return undefined;
+}
+
+/** The machine's load beside a start's duration: a slow start on a loaded machine reads differently. */
+function load(): string {
+  return `load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ')} over 1 / 5 / 15 min on ${cpus().length} cores`;
 }
 
 async function readyz(id: number) {
@@ -71,9 +72,13 @@ describe('the sidecars’ lifecycle does not wait for the store', () => {
         sidecarEnv: walSidecarEnv(),
       });
       const bootstrap = cluster.bootstrap();
-      // Then each served at once, ready for Kubernetes, reporting the store degraded
+      // Then each served within 2 s of its spawn, ready for Kubernetes, reporting the store degraded
       for (const id of BROKER_IDS) {
-        expect(readyAfterMs(cluster.sidecars.get(id)!.logFile)[0]).toBeLessThan(2_000);
+        const readyMs = readyAfterSpawnMs(cluster.sidecars.get(id)!);
+        console.log(
+          `[lifecycle-store] bucket missing: sidecar ${id} spawn to ready ${readyMs} ms; ${load()}`,
+        );
+        expect(readyMs, `sidecar ${id}: spawn to ready ${readyMs} ms, ${load()}`).toBeLessThanOrEqual(2_000);
         expect(await readyz(id)).toMatchObject({
           status: 200,
           body: { ready: true, store: { usable: false } },
@@ -138,9 +143,9 @@ describe('the sidecars’ lifecycle does not wait for the store', () => {
         await cluster.stopSidecar(1);
         const stopMs = Date.now() - stopBegun;
         const exitCode = await sidecar.exited;
-        const startBegun = Date.now();
         await cluster.startSidecar(1);
-        return { stopBegun, stopMs, exitCode, startMs: Date.now() - startBegun };
+        // (startSidecar returns on the new process's `sidecar ready` line)
+        return { stopBegun, stopMs, exitCode, startMs: Date.now() - cluster.sidecars.get(1)!.spawnedAt };
       };
       // Given the same restart with the store answering, the baseline of this run on this machine
       const healthy = await restart();
@@ -155,7 +160,7 @@ describe('the sidecars’ lifecycle does not wait for the store', () => {
       await waitAcked(restarted);
       const gapMs = Math.max(...producers.map((p) => longestGapMs(p.acknowledged(), stopBegun, restarted)));
       console.log(
-        `[lifecycle-store] store frozen: SIGTERM to exit ${stopMs} ms, spawn to ready ${startMs} ms, longest stretch without an ack ${gapMs} ms; store answering: ${healthy.stopMs} ms and ${healthy.startMs} ms`,
+        `[lifecycle-store] store frozen: SIGTERM to exit ${stopMs} ms, spawn to ready ${startMs} ms, longest stretch without an ack ${gapMs} ms; store answering: ${healthy.stopMs} ms and ${healthy.startMs} ms; ${load()}`,
       );
       // Then it exited cleanly, and both the stop and the start took about what they take with
       // the store answering: neither waited out a store call (a probe gives up after 2 s, the S3
@@ -167,6 +172,8 @@ describe('the sidecars’ lifecycle does not wait for the store', () => {
       expect(exitCode).toBe(0);
       expect(stopMs).toBeLessThan(healthy.stopMs + 1_500);
       expect(startMs).toBeLessThan(healthy.startMs + 1_500);
+      // And the start served within 2 s of its spawn, as with the bucket missing
+      expect(startMs, `spawn to ready with the store frozen, ${load()}`).toBeLessThanOrEqual(2_000);
       expect((await readyz(1)).body).toMatchObject({ ready: true, store: { usable: false } });
 
       // When the store thaws

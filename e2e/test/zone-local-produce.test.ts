@@ -442,7 +442,19 @@ describe('zone-local produce across three zones (clients in a namespace of each 
     // Then the producer finished by itself, most of its records acknowledged
     expect(result.code, result.stderr.slice(-3000)).toBe(0);
     expect(result.acknowledged.length).toBeGreaterThan(total / 2);
-    // And every acknowledged record is in the topic exactly once
+    // And every send has its outcome: values "0".."total-1", each acknowledged or failed, once
+    const outcomes = new Map<string, number>();
+    for (const value of [...result.acknowledged.map((a) => a.value), ...result.failed])
+      outcomes.set(value, (outcomes.get(value) ?? 0) + 1);
+    const sent = Array.from({ length: total }, (_, i) => String(i));
+    expect(sent.filter((v) => outcomes.get(v) !== 1).slice(0, 10)).toEqual([]);
+    expect(outcomes.size).toBe(total);
+    // And the restarted broker caught up, so every replica holds all the topic will hold
+    await waitFor(
+      async () => ((await underReplicated(c.bootstrap(), [topic])).length === 0 ? true : undefined),
+      90_000,
+    );
+    // And every acknowledged record is in the topic exactly once, and no failed one is in it
     // (from the producer's zone's replica: read until at least every acknowledged record is there)
     const consumed = await kcatReadAtLeast(
       ['-b', zoneBootstrap(producerZone), '-t', topic, '-C', '-e', '-o', 'beginning', '-q', '-f', '%s\n'],
@@ -455,16 +467,13 @@ describe('zone-local produce across three zones (clients in a namespace of each 
       if (value !== '') seen.set(value, (seen.get(value) ?? 0) + 1);
     expect(result.acknowledged.filter((a) => !seen.has(a.value)).slice(0, 10)).toEqual([]);
     expect([...seen].filter(([, n]) => n > 1).slice(0, 10)).toEqual([]);
+    expect(result.failed.filter((v) => seen.has(v)).slice(0, 10)).toEqual([]);
     // And the load went by reference, before and after the kill
     const after = await zoneProduceCounters(c);
     expect(sum(after, (z) => z.references.batchesReferenced)).toBeGreaterThan(
       sum(before, (z) => z.references.batchesReferenced),
     );
-    // And the restarted broker caught up, every replica identical
-    await waitFor(
-      async () => ((await underReplicated(c.bootstrap(), [topic])).length === 0 ? true : undefined),
-      90_000,
-    );
+    // And every replica is identical
     expect(await compareReplicas(c.workDirDataDirs(), topic, 3)).toEqual([]);
     failed = false;
   });

@@ -12,6 +12,8 @@ export class ManagedProcess {
   private tail = '';
   private readonly waiters = new Set<() => void>();
   readonly exited: Promise<number | null>;
+  /** When the process was spawned (Date.now()): where a start's duration begins. */
+  readonly spawnedAt: number;
 
   constructor(
     readonly name: string,
@@ -21,6 +23,7 @@ export class ManagedProcess {
     env: NodeJS.ProcessEnv = process.env,
   ) {
     this.logStream = createWriteStream(logFile, { flags: 'a' });
+    this.spawnedAt = Date.now();
     this.child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const onData = (chunk: Buffer) => {
       this.logStream.write(chunk);
