@@ -65,6 +65,12 @@ export interface ZoneRouteStats {
   versionsNotDecoded: number;
   /** Responses that failed to decode, forwarded unrewritten (the client goes the stock way). */
   undecodable: number;
+  /**
+   * Requests whose header or Fetch body the codec refused (e.g. a client.id that is not valid
+   * UTF-8, which the broker reads with replacement characters), forwarded unchanged and their
+   * answers not rewritten: the broker answers them as stock does.
+   */
+  requestsNotDecoded: number;
 }
 
 export interface ZoneRouteOptions {
@@ -113,6 +119,7 @@ export class ZoneRouteFilter implements FrameFilter {
     clientRacksLearned: 0,
     versionsNotDecoded: 0,
     undecodable: 0,
+    requestsNotDecoded: 0,
   };
   /** The zone each forwarded request's response is rewritten for. */
   private readonly zones = new WeakMap<RequestInfo, string>();
@@ -124,20 +131,40 @@ export class ZoneRouteFilter implements FrameFilter {
       info.apiKey !== ApiKey.Produce || peekProduceAcks(frame.subarray(FRAME_SIZE_PREFIX_BYTES)) !== 0;
     const forward: RequestDecision = { action: 'forward', frame, expectResponse };
     if (info.apiKey === ApiKey.ApiVersions) return forward;
-    const header = decodeRequestHeader(frame.subarray(FRAME_SIZE_PREFIX_BYTES));
-    let zone = this.zoneOf(header.clientId, connection);
-    let out = frame;
-    if (
-      info.apiKey === ApiKey.Fetch &&
-      info.apiVersion >= FETCH_RACK_ID_VERSION &&
-      canDecode(ApiKey.Fetch, info.apiVersion)
-    ) {
-      const fetch = this.onFetchRequest(info, frame, header.headerLength, header.clientId, zone, connection);
-      out = fetch.frame;
-      zone ??= fetch.rack;
+    // The codec is stricter than the broker in places (a client.id the broker reads with
+    // replacement characters, a Fetch it answers per partition): what it refuses goes to the broker
+    // unchanged, unrouted, and the broker's answer is the client's, instead of a closed connection.
+    try {
+      const header = decodeRequestHeader(frame.subarray(FRAME_SIZE_PREFIX_BYTES));
+      let zone = this.zoneOf(header.clientId, connection);
+      let out = frame;
+      if (
+        info.apiKey === ApiKey.Fetch &&
+        info.apiVersion >= FETCH_RACK_ID_VERSION &&
+        canDecode(ApiKey.Fetch, info.apiVersion)
+      ) {
+        const fetch = this.onFetchRequest(
+          info,
+          frame,
+          header.headerLength,
+          header.clientId,
+          zone,
+          connection,
+        );
+        out = fetch.frame;
+        zone ??= fetch.rack;
+      }
+      if (zone !== undefined && expectResponse) this.zones.set(info, zone);
+      return { action: 'forward', frame: out, expectResponse };
+    } catch (error) {
+      if (!(error instanceof ProtocolError)) throw error;
+      this.stats.requestsNotDecoded++;
+      connection.log.debug(
+        { apiKey: info.apiKey, apiVersion: info.apiVersion, error: error.message },
+        'zone routing: request not decoded, forwarded unchanged',
+      );
+      return forward;
     }
-    if (zone !== undefined && expectResponse) this.zones.set(info, zone);
-    return { action: 'forward', frame: out, expectResponse };
   }
 
   onResponse(info: RequestInfo, frame: Buffer): Buffer {

@@ -445,6 +445,31 @@ describe('zone routing on a zone egress', () => {
     ]);
   });
 
+  it('forwards a request whose client.id is not UTF-8 unchanged, as the broker reads it, and leaves its answer alone', () => {
+    // Given a Metadata request from a client of this listener's zone whose client.id bytes are
+    // not valid UTF-8 (Kafka decodes them with replacement characters and answers)
+    const filter = filterFor('zone-a');
+    const i = info(ApiKey.Metadata, 12);
+    const request = requestFrame(i, 'ab', encodeMetadataRequest({ topics: null }, 12));
+    // size(4) api key(2) version(2) correlation id(4) client.id length(2), then its two bytes
+    request.writeUInt8(0xff, 14);
+    request.writeUInt8(0xfe, 15);
+    // When it passes the filter, Then it goes to the broker byte for byte, counted
+    expect(forwarded(filter.onRequest(i, request, connection()))).toBe(request);
+    expect(filter.stats.requestsNotDecoded).toBe(1);
+    // And the broker's answer reaches the client unrewritten
+    const original = responseFrame(i, encodeMetadataResponse(metadataResponse(), 12));
+    expect(filter.onResponse(i, original)).toBe(original);
+  });
+
+  it('forwards a consumer Fetch whose body the codec refuses unchanged, and counts it', () => {
+    const filter = filterFor('zone-a');
+    const i = info(ApiKey.Fetch, 17);
+    const request = requestFrame(i, 'c', Buffer.from('00000000ff', 'hex'));
+    expect(forwarded(filter.onRequest(i, request, connection()))).toBe(request);
+    expect(filter.stats.requestsNotDecoded).toBe(1);
+  });
+
   it('forwards a response it cannot decode unrewritten, and counts it', () => {
     const filter = filterFor('zone-a');
     const i = info(ApiKey.Metadata, 12);
