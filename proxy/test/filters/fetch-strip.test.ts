@@ -133,6 +133,11 @@ function ticket(location: Promise<WalLocation>): WalAppendTicket {
   return { durable: location, confirm: () => undefined, reject: () => undefined };
 }
 
+/** A ticket whose batch is already stored at byte 28 of object o1. */
+function storedTicket(length: number): WalAppendTicket {
+  return ticket(Promise.resolve({ objectKey: 'o1', position: 28, length, objectSize: 999, uploadedAtMs: 1 }));
+}
+
 /** As the leader stores it: same bytes as produced except base offset and leader epoch. */
 function asStored(produced: Buffer, baseOffset: bigint): Buffer {
   const stored = Buffer.from(produced);
@@ -172,20 +177,7 @@ describe('FetchStripFilter', () => {
     // bytes as a string)
     const { index, filter } = setup();
     const a = sampleBatch(0n, 3, 100, 1);
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     await Promise.resolve();
     const request = fetchRequest([]);
     request[4 + 10] = 0xff;
@@ -204,20 +196,7 @@ describe('FetchStripFilter', () => {
     const a = sampleBatch(0n, 3, 100, 1);
     const b = sampleBatch(0n, 2, 50, 2);
     const c = sampleBatch(0n, 1, 10, 3);
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     index.add(
       'wal-orders',
       0,
@@ -279,20 +258,7 @@ describe('FetchStripFilter', () => {
   it('gives an unmarked fetch (a stock follower) the broker bytes untouched', () => {
     const { index, filter } = setup();
     const a = sampleBatch(0n, 3, 100, 1);
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     const i = info();
     filter.onRequest(i, fetchRequest('unmarked'));
     const { frame: response } = fetchResponse(asStored(a, 0n));
@@ -303,20 +269,7 @@ describe('FetchStripFilter', () => {
     // Given a batch in the WAL, and a follower whose sidecar marks its Fetch with format version 2
     const { index, filter } = setup();
     const a = sampleBatch(0n, 3, 100, 1);
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     await Promise.resolve();
     const i = info();
     filter.onRequest(i, fetchRequest([], 2));
@@ -346,20 +299,7 @@ describe('FetchStripFilter', () => {
     // Given a batch in the WAL, and a follower whose sidecar marks its Fetch with format version 1
     const { index, filter } = setup();
     const a = sampleBatch(0n, 3, 100, 1);
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     const i = info();
     filter.onRequest(i, fetchRequest([], 1));
     // When the broker answers, then the follower gets the stock response, and it is counted
@@ -385,20 +325,7 @@ describe('FetchStripFilter', () => {
   it('sends a partition inline when the follower side asked for it', () => {
     const { index, filter } = setup();
     const a = sampleBatch(0n, 3, 100, 1);
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     const i = info();
     filter.onRequest(i, fetchRequest([{ partition: 0 }]));
     const { frame: response } = fetchResponse(asStored(a, 0n));
@@ -443,20 +370,7 @@ describe('FetchStripFilter', () => {
   it('does not reference a batch the broker rewrote (its header bytes 17..61 differ)', () => {
     const { index, filter } = setup();
     const a = sampleBatch(0n, 3, 100, 1);
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     const rewritten = asStored(a, 0n);
     rewritten.writeBigInt64BE(123n, 35); // e.g. LogAppendTime restamped MaxTimestamp (same CRC by accident)
     const i = info();
@@ -517,20 +431,7 @@ describe('FetchStripFilter and CRC-32C collisions', () => {
     // Given batch a in the WAL, and batch b in the leader's log: same CRC-32C, length, header
     const [a, b] = collidingPair();
     const { index, filter } = setup();
-    index.add(
-      'wal-orders',
-      0,
-      a,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: a.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-orders', 0, a, storedTicket(a.length));
     await Promise.resolve();
     const i = info();
     filter.onRequest(i, fetchRequest([]));
@@ -577,10 +478,6 @@ function twoPartitionResponse(p0: Buffer, p1: Buffer): { frame: Buffer; body: Fe
     frame: frame([encodeResponseHeader({ correlationId: 9 }, 1), encodeFetchResponse(body, VERSION)]),
     body,
   };
-}
-
-function storedTicket(length: number): WalAppendTicket {
-  return ticket(Promise.resolve({ objectKey: 'o1', position: 28, length, objectSize: 999, uploadedAtMs: 1 }));
 }
 
 describe('FetchStripFilter and records that are not magic v2', () => {
@@ -1057,20 +954,7 @@ describe('FetchStripFilter, a mode=auto topic whose group replicates inline', ()
       return lookup(topic, partition, batch);
     };
     const held = sampleBatch(0n, 2, 50, 1);
-    index.add(
-      'wal-auto',
-      0,
-      held,
-      ticket(
-        Promise.resolve({
-          objectKey: 'o1',
-          position: 28,
-          length: held.length,
-          objectSize: 999,
-          uploadedAtMs: 1,
-        }),
-      ),
-    );
+    index.add('wal-auto', 0, held, storedTicket(held.length));
     await Promise.resolve();
     const filter = sealingStrip(index, names, policy, () => 'inline');
     const quiet = Buffer.concat([
@@ -1256,20 +1140,7 @@ describe('FetchStripFilter holds a response no longer than the smallest hold of 
       const a = sampleBatch(0n, 3, 100, 1);
       const f = sampleBatch(0n, 2, 100, 2);
       index.add('wal-orders', 0, a, uploadingForever());
-      index.add(
-        'wal-fast',
-        0,
-        f,
-        ticket(
-          Promise.resolve({
-            objectKey: 'o1',
-            position: 28,
-            length: f.length,
-            objectSize: 999,
-            uploadedAtMs: 1,
-          }),
-        ),
-      );
+      index.add('wal-fast', 0, f, storedTicket(f.length));
       await Promise.resolve();
       const i = info();
       filter.onRequest(i, fetchRequest([]));
