@@ -28,11 +28,11 @@ import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalRangeReader } from '../../src/wal/range-reader.js';
 import { WalWriter } from '../../src/wal/wal-writer.js';
 import { ProduceFillFilter } from '../../src/zone/produce-fill.js';
-import type { ZoneConfig } from '../../src/zone/zone-config.js';
 import { ZoneDirectory } from '../../src/zone/zone-directory.js';
 import { ZoneProduce } from '../../src/zone/zone-produce.js';
 import { framed, fuzzFixtures, isProtocolError, oneValidBatch, type Rng } from '../filters/fuzz-support.js';
 import { MemoryObjectStore } from '../wal/memory-store.js';
+import { zoneConfig } from './zone-fixtures.js';
 
 export const log = createLogger('silent');
 export const ZONE_A_STORE = 's3://walproxy-zone-a/wal';
@@ -45,19 +45,6 @@ export const namesById = new Map(Object.entries(fixtures.manifest.topics).map(([
 export const TOPIC_CHOICES = {
   names: ['wal-fuzz', 'plain-fuzz', 'wal-other', 'wal-füzz', '', '__consumer_offsets'],
   ids: Object.values(fixtures.manifest.topics),
-};
-
-const zoneConfig: ZoneConfig = {
-  zone: 'zone-a',
-  egressListenHost: '0.0.0.0',
-  egressListenBase: 61_000,
-  egressBrokerIds: [1, 2, 3],
-  ingressAddresses: new Map(),
-  sidecarHosts: new Map([
-    ['zone-a', ['10.0.1.1']],
-    ['zone-b', ['10.0.2.1']],
-  ]),
-  rackFromFetch: true,
 };
 
 /**

@@ -32,11 +32,11 @@ import { WalRangeReader } from '../../src/wal/range-reader.js';
 import { SealingPolicy } from '../../src/wal/sealing-policy.js';
 import { WalWriter } from '../../src/wal/wal-writer.js';
 import { ProduceFillFilter } from '../../src/zone/produce-fill.js';
-import type { ZoneConfig } from '../../src/zone/zone-config.js';
 import { ZoneDirectory } from '../../src/zone/zone-directory.js';
 import { ZoneProduce } from '../../src/zone/zone-produce.js';
 import { MemoryObjectStore } from '../wal/memory-store.js';
 import { requestFrame, responseFrame } from './frames.js';
+import { zoneConfig } from './zone-fixtures.js';
 
 // Both sides of zone-local produce, filter to filter: the producer's zone sidecar (S_Z, zone-a)
 // making references on its zone egress towards leader 2 (zone-b), and the leader's sidecar (S_L)
@@ -46,19 +46,6 @@ const log = createLogger('silent');
 const ZONE_A_STORE = 's3://walproxy-zone-a/wal';
 const LEADER = 2;
 const TOPIC_ID = '0123456789abcdef0123456789abcdef';
-
-const zoneConfig: ZoneConfig = {
-  zone: 'zone-a',
-  egressListenHost: '0.0.0.0',
-  egressListenBase: 61_000,
-  egressBrokerIds: [1, 2, 3],
-  ingressAddresses: new Map(),
-  sidecarHosts: new Map([
-    ['zone-a', ['10.0.1.1']],
-    ['zone-b', ['10.0.2.1']],
-  ]),
-  rackFromFetch: true,
-};
 
 const settings = {
   wal: false,
