@@ -21,11 +21,21 @@
  * Run: flock /tmp/walproxy-e2e.lock npx tsx e2e/bench/soak.bench.ts
  *   SOAK_SECONDS (600), SOAK_BATCHES_PER_S (5000, per broker), SOAK_SAMPLE_S (5),
  *   SOAK_PARTITIONS_PER_BROKER (12), SOAK_PRODUCERS (2), SOAK_RECORD_BYTES (256), SOAK_ACKS (1),
- *   SOAK_STEADY_FROM_S (60), SOAK_MEMORY_LIMIT_MB (512)
+ *   SOAK_STEADY_FROM_S (60), SOAK_MEMORY_LIMIT_MB (512),
+ *   SOAK_PROBE_SNAPSHOT_AT_S (none: seconds after each sidecar's start to write a heap snapshot at)
  * Again from a recorded run, starting nothing: npx tsx e2e/bench/soak.bench.ts --from .runs/bench/soak.json
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { memoryBounds } from '@walproxy/proxy';
@@ -67,6 +77,7 @@ const ACKS = process.env.SOAK_ACKS ?? '1';
 const STEADY_FROM_S = positive('SOAK_STEADY_FROM_S', 60);
 const MEMORY_LIMIT_MB = Math.round(positive('SOAK_MEMORY_LIMIT_MB', 512));
 const TOPIC = 'wal-soak';
+const SNAPSHOTS = process.env.SOAK_PROBE_SNAPSHOT_AT_S ?? '';
 const MB = 1024 * 1024;
 /** V8's share of the limit, as the chart gives it (proxy/src/memory-budget.ts). */
 const HEAP_MB = Math.floor(memoryBounds(MEMORY_LIMIT_MB * MB, 'flag').heapBytes / MB);
@@ -105,7 +116,11 @@ function machineJiffies(): { busy: number; total: number } {
 }
 
 async function counters(cluster: KafkaCluster, id: number): Promise<SidecarCounters> {
-  const response = await fetch(`${cluster.adminUrl(id)}/counters`, { signal: AbortSignal.timeout(3_000) });
+  // A heap snapshot (SOAK_PROBE_SNAPSHOT_AT_S) stops the sidecar for seconds: wait it out then.
+  const timeoutMs = SNAPSHOTS ? 60_000 : 3_000;
+  const response = await fetch(`${cluster.adminUrl(id)}/counters`, {
+    signal: AbortSignal.timeout(timeoutMs),
+  });
   if (!response.ok) throw new Error(`sidecar ${id} counters: HTTP ${response.status}`);
   return (await response.json()) as SidecarCounters;
 }
@@ -219,6 +234,18 @@ function heapSeries(probeDir: string, pid: number, t0: number): HeapSample[] {
     }));
 }
 
+/** Heap snapshots the probe wrote (SOAK_PROBE_SNAPSHOT_AT_S), moved to .runs/bench/soak-snapshots/. */
+function keepHeapSnapshots(probeDir: string): void {
+  const snapshots = readdirSync(probeDir).filter((f) => f.endsWith('.heapsnapshot'));
+  if (snapshots.length === 0) return;
+  const into = path.join(path.dirname(RESULTS), 'soak-snapshots');
+  mkdirSync(into, { recursive: true });
+  for (const f of snapshots) renameSync(path.join(probeDir, f), path.join(into, f));
+  console.error(
+    `soak: ${snapshots.length} heap snapshots in ${into} (compare two: npx tsx e2e/bench/heap-diff.ts A B)`,
+  );
+}
+
 async function leadersPerBroker(bootstrap: string): Promise<Record<number, number>> {
   return withAdmin(bootstrap, async (admin) => {
     const metadata = await admin.fetchTopicMetadata({ topics: [TOPIC] });
@@ -248,6 +275,7 @@ async function main(): Promise<void> {
         NODE_OPTIONS: `--max-old-space-size=${HEAP_MB} --require ${path.join(import.meta.dirname, 'soak-memory-probe.cjs')}`,
         SOAK_PROBE_DIR: probeDir,
         SOAK_PROBE_INTERVAL_MS: String(SAMPLE_S * 1000),
+        SOAK_PROBE_SNAPSHOT_AT_S: SNAPSHOTS,
       },
     });
     const bootstrap = cluster.bootstrap();
@@ -406,6 +434,7 @@ async function main(): Promise<void> {
     await Promise.all(loads.map(stopProducer));
     await cluster?.stop({ keepLogs: failure !== undefined });
     await gw.stop();
+    keepHeapSnapshots(probeDir);
     rmSync(probeDir, { recursive: true, force: true });
     if (failure) process.exitCode = 1;
   }
