@@ -28,8 +28,12 @@ export function toolsLogFlag(version: string): string {
     writeFileSync(file, TOOLS_LOG4J1);
     return `-Dlog4j.configuration=file:${file}`;
   }
-  const file = path.join(os.tmpdir(), 'walproxy-tools-log4j2.properties');
-  writeFileSync(file, TOOLS_LOG4J2);
+  // Diagnosis (e2e/bench/rolling-restart-timeline.ts): TOOLS_DEBUG_LOGGERS="a.b.C,d.e" logs those
+  // loggers at DEBUG as well, into a file of their own so the plain configuration stays as it is.
+  const debug = (process.env.TOOLS_DEBUG_LOGGERS ?? '').split(',').filter(Boolean);
+  const extra = debug.map((logger, i) => `logger.d${i}.name=${logger}\nlogger.d${i}.level=DEBUG\n`).join('');
+  const file = path.join(os.tmpdir(), `walproxy-tools-log4j2${debug.length ? '-debug' : ''}.properties`);
+  writeFileSync(file, TOOLS_LOG4J2 + extra);
   return `-Dlog4j2.configurationFile=${file}`;
 }
 

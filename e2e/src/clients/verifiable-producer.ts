@@ -154,7 +154,8 @@ export function startVerifiableProducer(opts: VerifiableProducerOptions): Runnin
   });
   child.stderr!.on('data', (d: Buffer) => {
     // The tail only: a producer retrying for minutes logs a line per retry.
-    stderr = (stderr + d.toString()).slice(-200_000);
+    // (TOOLS_DEBUG_LOGGERS, a diagnosis run, keeps far more: its DEBUG lines are the point.)
+    stderr = (stderr + d.toString()).slice(process.env.TOOLS_DEBUG_LOGGERS ? -50_000_000 : -200_000);
   });
   // 'close', not 'exit': the last acknowledgements may still be in the pipe when the JVM exits.
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
