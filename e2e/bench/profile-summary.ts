@@ -50,7 +50,7 @@ export interface CpuProfile {
 const ROLES: readonly { role: string; modules: RegExp }[] = [
   {
     role: 'follower fill',
-    modules: /^proxy\/(filters\/fetch-fill|wal\/range-reader|wal\/peer-store-readers)$/,
+    modules: /^proxy\/(filters\/fetch-fill(-[a-z-]+)?|wal\/range-reader|wal\/peer-store-readers)$/,
   },
   { role: 'leader strip', modules: /^proxy\/(filters\/fetch-strip|wal\/batch-index)$/ },
   {
