@@ -3,20 +3,8 @@
 // the very one the leader stored (its CRC and the SHA-256 of its records). What comes out is
 // always a contiguous prefix of the leader's log, as pieces the output frame copies once.
 import { hash } from 'node:crypto';
-import {
-  CRC_START,
-  crc32c,
-  LOG_OVERHEAD,
-  type PartitionSegment,
-  RECORD_BATCH_HEADER_SIZE,
-  recordBatches,
-} from '@walproxy/shared';
+import { LOG_OVERHEAD, type PartitionSegment, RecordBatch, recordBatches } from '@walproxy/shared';
 import type { FetchFallbackReason } from './fetch-fill-events.js';
-
-const MAGIC_OFFSET = 16;
-const CRC_OFFSET = 17;
-const PLE_OFFSET = 12;
-const LAST_OFFSET_DELTA_OFFSET = 23;
 
 export interface Failure {
   readonly reason: FetchFallbackReason;
@@ -64,8 +52,9 @@ export function writePieces(out: Buffer, at: number, pieces: readonly Piece[]): 
   for (const piece of pieces) {
     piece.bytes.copy(out, at);
     if (piece.baseOffset !== undefined) {
-      out.writeBigInt64BE(piece.baseOffset, at);
-      out.writeInt32BE(piece.partitionLeaderEpoch!, at + PLE_OFFSET);
+      const batch = new RecordBatch(out, at, piece.bytes.length);
+      batch.setBaseOffset(piece.baseOffset);
+      batch.setPartitionLeaderEpoch(piece.partitionLeaderEpoch!);
     }
     at += piece.bytes.length;
   }
@@ -174,7 +163,8 @@ export function rebuild(
       );
     }
     // The batch as the producer sent it; the leader assigned BaseOffset and PartitionLeaderEpoch.
-    const lengthField = produced.readInt32BE(8);
+    const batch = new RecordBatch(produced, 0, size);
+    const lengthField = batch.batchLength;
     if (lengthField !== size - LOG_OVERHEAD) {
       return fail(
         'lengthMismatch',
@@ -182,8 +172,8 @@ export function rebuild(
         base,
       );
     }
-    if (produced[MAGIC_OFFSET] !== 2) {
-      return fail('malformed', `batch at offset ${base} has magic ${produced[MAGIC_OFFSET]}`, base);
+    if (batch.magic !== 2) {
+      return fail('malformed', `batch at offset ${base} has magic ${batch.magic}`, base);
     }
     // The follower's leader-epoch cache throws on −1 and the partition is marked failed (§4).
     if (segment.partitionLeaderEpoch === -1) {
@@ -192,7 +182,7 @@ export function rebuild(
     if (goesBack(base)) return fail('malformed', `batch at offset ${base} goes back`, undefined);
     // The object must hold the very batch the leader stored (its CRC field), and that batch must
     // be whole (DefaultRecordBatch.isValid: CRC-32C over bytes 21..end, after both assigned fields).
-    const stored = produced.readUInt32BE(CRC_OFFSET);
+    const stored = batch.crc;
     if (stored !== segment.crc) {
       return fail(
         'crcMismatch',
@@ -200,7 +190,7 @@ export function rebuild(
         base,
       );
     }
-    const crc = crc32c(produced.subarray(CRC_START));
+    const crc = batch.computeCrc();
     if (crc !== stored) {
       return fail('crcMismatch', `batch at offset ${base}: CRC-32C ${crc} ≠ header CRC ${stored}`, base);
     }
@@ -213,7 +203,7 @@ export function rebuild(
     if (segment.digest === undefined) {
       return fail('malformed', `batch at offset ${base}: the reference carries no digest`, base);
     }
-    if (!hash('sha256', produced.subarray(RECORD_BATCH_HEADER_SIZE), 'buffer').equals(segment.digest)) {
+    if (!hash('sha256', batch.body(), 'buffer').equals(segment.digest)) {
       return fail(
         'digestMismatch',
         `batch at offset ${base}: the records ${objectKey} holds at ${position} are not the ones the leader stored`,
@@ -223,7 +213,7 @@ export function rebuild(
     keep({ bytes: produced, baseOffset: base, partitionLeaderEpoch: segment.partitionLeaderEpoch });
     references++;
     referenceBytes += size;
-    nextOffset = base + BigInt(produced.readInt32BE(LAST_OFFSET_DELTA_OFFSET)) + 1n;
+    nextOffset = base + BigInt(batch.lastOffsetDelta) + 1n;
   }
   if (cursor !== records.length) {
     return fail(
