@@ -55,7 +55,8 @@ const ROLES: readonly { role: string; modules: RegExp }[] = [
   { role: 'leader strip', modules: /^proxy\/(filters\/fetch-strip|wal\/batch-index)$/ },
   {
     role: 'leader produce path',
-    modules: /^proxy\/(filters\/produce-wal|wal\/wal-writer|wal\/sealing-policy)$/,
+    modules:
+      /^proxy\/(filters\/produce-wal|wal\/(wal-writer|wal-writer-types|wal-uploader|tentative-appends|deferred|sealing-policy))$/,
   },
   // The metadata topic's producer is kafkajs; its GZIP runs in node:zlib, called from nowhere else.
   {
