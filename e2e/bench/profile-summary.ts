@@ -52,7 +52,7 @@ const ROLES: readonly { role: string; modules: RegExp }[] = [
     role: 'follower fill',
     modules: /^proxy\/(filters\/fetch-fill(-[a-z-]+)?|wal\/range-reader|wal\/peer-store-readers)$/,
   },
-  { role: 'leader strip', modules: /^proxy\/(filters\/fetch-strip|wal\/batch-index)$/ },
+  { role: 'leader strip', modules: /^proxy\/(filters\/fetch-strip(-[a-z-]+)?|wal\/batch-index)$/ },
   {
     role: 'leader produce path',
     modules:
