@@ -11,6 +11,7 @@ import {
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
+  RecordBatch,
   type SegmentsVersion,
   WAL_TRACE_TAG,
 } from '@walproxy/shared';
@@ -23,11 +24,6 @@ import {
   type FetchStripStats,
   type FetchTraceContextEvent,
 } from './fetch-strip-events.js';
-
-/** Header fields a reference carries (kafka-protocol.md §4: the batch header layout). */
-const BASE_OFFSET_OFFSET = 0;
-const PARTITION_LEADER_EPOCH_OFFSET = 12;
-const CRC_OFFSET = 17;
 
 const traceContext = channel(FETCH_STRIP_CHANNELS.traceContext);
 
@@ -77,11 +73,12 @@ export function rewriteResponse(
         // The follower side rebuilds the stored header from the object's copy plus the two
         // fields the broker assigned, and proves the records by the digest the index proved
         // them by (wal-references.ts; a version-2 follower side gets no digest).
+        const header = new RecordBatch(b.header, 0, b.header.length);
         segments.push({
           kind: 'reference',
-          baseOffset: b.header.readBigInt64BE(BASE_OFFSET_OFFSET),
-          partitionLeaderEpoch: b.header.readInt32BE(PARTITION_LEADER_EPOCH_OFFSET),
-          crc: b.header.readUInt32BE(CRC_OFFSET),
+          baseOffset: header.baseOffset,
+          partitionLeaderEpoch: header.partitionLeaderEpoch,
+          crc: header.crc,
           ...(b.digest !== undefined ? { digest: b.digest } : {}),
           store: location.store ?? ctx.storeUrl,
           objectKey: location.objectKey,
