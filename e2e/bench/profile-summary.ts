@@ -50,12 +50,13 @@ export interface CpuProfile {
 const ROLES: readonly { role: string; modules: RegExp }[] = [
   {
     role: 'follower fill',
-    modules: /^proxy\/(filters\/fetch-fill|wal\/range-reader|wal\/peer-store-readers)$/,
+    modules: /^proxy\/(filters\/fetch-fill(-[a-z-]+)?|wal\/range-reader|wal\/peer-store-readers)$/,
   },
-  { role: 'leader strip', modules: /^proxy\/(filters\/fetch-strip|wal\/batch-index)$/ },
+  { role: 'leader strip', modules: /^proxy\/(filters\/fetch-strip(-[a-z-]+)?|wal\/batch-index)$/ },
   {
     role: 'leader produce path',
-    modules: /^proxy\/(filters\/produce-wal|wal\/wal-writer|wal\/sealing-policy)$/,
+    modules:
+      /^proxy\/(filters\/produce-wal|wal\/(wal-writer|wal-writer-types|wal-uploader|tentative-appends|deferred|sealing-policy))$/,
   },
   // The metadata topic's producer is kafkajs; its GZIP runs in node:zlib, called from nowhere else.
   {

@@ -1,81 +1,25 @@
 import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
-import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config.js';
-import { objectEconomics } from './cost/economics.js';
+import type { SidecarConfig } from './config.js';
 import { priceSidecar } from './cost/live.js';
-import { ApiVersionsFilter } from './filters/api-versions.js';
-import { FetchFillFilter } from './filters/fetch-fill.js';
-import { FetchStripFilter } from './filters/fetch-strip.js';
-import { ProduceWalFilter } from './filters/produce-wal.js';
 import { SaslHandshakeFilter } from './filters/sasl-handshake.js';
+import { buildListeners } from './listeners.js';
 import type { Logger } from './log.js';
 import { type MemoryBounds, memoryBounds, resolveMemoryLimit } from './memory-budget.js';
-import { TopicNames } from './metadata/topic-names.js';
-import { WalMetadataPublisher } from './metadata/wal-metadata-publisher.js';
-import { BrokerFence, type FenceOutcome } from './net/controller-tap.js';
+import type { BrokerFence, FenceOutcome } from './net/controller-tap.js';
 import type { ListenerCounters } from './net/counters.js';
-import type { FrameFilter, FrameObserver } from './net/frame-filter.js';
-import { ProxyListener } from './net/proxy-listener.js';
-import { TlsFileError, type TlsFiles, TlsMaterial } from './net/tls-material.js';
-import {
-  isObjectStoreError,
-  type ObjectStore,
-  openObjectStore,
-  STORE_HEALTH_DEFAULTS,
-  StoreHealth,
-} from './store/index.js';
+import type { FrameObserver } from './net/frame-filter.js';
+import type { ProxyListener } from './net/proxy-listener.js';
+import type { TlsMaterial } from './net/tls-material.js';
+import type { StoreHealth } from './store/index.js';
 import { Readiness, type StoreReport } from './telemetry/readiness.js';
 // Types only: the OpenTelemetry SDK loads in start(), once the listeners are open (startTelemetry).
 import type { Telemetry, TelemetryInit } from './telemetry/telemetry.js';
-import { TopicPolicy } from './topics/topic-policy.js';
-import { WalBatchIndex } from './wal/batch-index.js';
-import { ProducerWaits, WalWriter } from './wal/index.js';
-import { normalizeStoreUrl, PeerStoreReaders } from './wal/peer-store-readers.js';
-import { WalRangeReader } from './wal/range-reader.js';
-import { SealingPolicy } from './wal/sealing-policy.js';
-import { FilterChain } from './zone/filter-chain.js';
-import { ProduceFillFilter } from './zone/produce-fill.js';
-import { ZoneRouting } from './zone/zone-routing.js';
+import type { ReportingProbe, WalParts } from './wal-parts.js';
+import type { ZoneRouting } from './zone/zone-routing.js';
 
-/** A startup failure that is the operator's to fix (exit code 2), naming the flag. */
-export class SidecarConfigError extends Error {
-  constructor(
-    readonly flag: string,
-    message: string,
-  ) {
-    super(`--${flag}: ${message}`);
-  }
-}
-
-/** The leader-side WAL parts, present when --wal-store-url is set. */
-export interface WalParts {
-  store: ObjectStore;
-  /**
-   * Whether the store may be used now: the writer reports every upload to it; while degraded
-   * the produce filter copies nothing for topics without durable ack, the strip holds nothing and
-   * zone-local produce stores nothing.
-   */
-  health: StoreHealth;
-  writer: WalWriter;
-  policy: TopicPolicy;
-  /** When objects seal, and which budget groups go through the WAL at all (docs/cost.md). */
-  sealing: SealingPolicy;
-  /** Produced batches the strip can find again; bounded by maxEntries and age. */
-  index: WalBatchIndex;
-  topicNames: TopicNames;
-  publisher: WalMetadataPublisher;
-  produceFilter: ProduceWalFilter;
-  /** Leader side of replication: follower fetches get references to stored batches. */
-  fetchStrip: FetchStripFilter;
-  /** Follower side: the egress marks fetches and fills references back from the store. */
-  fetchFill: FetchFillFilter;
-  reader: WalRangeReader;
-  peerReaders: PeerStoreReaders;
-  /** Zone-local produce, leader side: fills references on the zone ingress (with --zone). */
-  produceFill?: ProduceFillFilter;
-  /** What StoreHealth probes with, and why it last failed. */
-  storeProbe: ReportingProbe;
-}
+export { SidecarConfigError } from './sidecar-config-error.js';
+export type { WalParts } from './wal-parts.js';
 
 /** How long the WAL's part of a stop (writer, publisher, stores) may take before it is abandoned. */
 export const WAL_STOP_TIMEOUT_MS = 1_000;
@@ -118,13 +62,13 @@ export const FENCE_SETTLE_MS = 200;
  * replication paths, and bounds the WAL's part, whatever the store does.
  */
 export class Sidecar {
-  readonly listeners: ProxyListener[] = [];
+  readonly listeners: ProxyListener[];
   /** The client ingress: drained first at a stop. */
-  private readonly clientListeners: ProxyListener[] = [];
+  private readonly clientListeners: ProxyListener[];
   /** Replication ingress and egress: serve (and accept reconnects) until the clients drained. */
-  private readonly replicationListeners: ProxyListener[] = [];
+  private readonly replicationListeners: ProxyListener[];
   /** The controller path: closed last, so the broker keeps its controller while anything drains. */
-  private readonly controllerListeners: ProxyListener[] = [];
+  private readonly controllerListeners: ProxyListener[];
   /** Reads the broker's heartbeats on the controller path; a stop fences the broker through it. */
   readonly brokerFence?: BrokerFence;
   private admin?: AdminServer;
@@ -141,7 +85,7 @@ export class Sidecar {
   #telemetry?: Promise<Telemetry>;
   #telemetryLoaded?: Telemetry;
   /** Certificates in use, each re-read every second and swapped in for new handshakes when changed. */
-  readonly tlsMaterials: TlsMaterial[] = [];
+  readonly tlsMaterials: TlsMaterial[];
   readonly saslHandshake = new SaslHandshakeFilter();
   /** Zone-local routing of clients, present with --zone. */
   readonly zoneRouting?: ZoneRouting;
@@ -153,170 +97,29 @@ export class Sidecar {
     /** Telemetry flags, and for tests extra span processors / metric readers. */
     telemetry: Partial<Omit<TelemetryInit, 'sources' | 'log'>> = {},
   ) {
-    if (config.zone?.ingressListen) {
-      // Before anything opens. A configuration built in code gets the check the flags get
-      // (parseSidecarConfig).
-      const refusal = zoneIngressAuthRefusal(config.replicationTls);
-      if (refusal !== undefined && !config.zone.allowUnauthenticatedPeers)
-        throw new SidecarConfigError('zone-ingress-listen', refusal);
-      if (refusal !== undefined) {
-        log.warn(
-          { listen: config.zone.ingressListen },
-          'ZONE INGRESS WITHOUT PEER AUTHENTICATION (--zone-ingress-unauthenticated=true, for test rigs only): anyone who reaches it can make this sidecar read the stores --wal-read-store-url allows and hand the broker what they name',
-        );
-      }
-    }
     const limit = resolveMemoryLimit(config.memoryLimitBytes);
     this.memory = memoryBounds(limit.limitBytes, limit.source, {
       writerPendingBytes: config.wal?.maxPendingBytes,
       maxBufferedBytes: config.maxBufferedBytes,
     });
-    const common = {
-      maxFrameBytes: config.maxFrameBytes,
-      maxBufferedBytes: this.memory.maxBufferedBytes,
+    const built = buildListeners(config, {
       log,
-      ...(observer ? { observer } : {}),
-    };
-    const filters: FrameFilter[] = [new ApiVersionsFilter(), this.saslHandshake];
-    const material = (files: TlsFiles, name: string, flagPrefix: string) => {
-      try {
-        const loaded = new TlsMaterial(files, { name, log });
-        this.tlsMaterials.push(loaded);
-        return loaded;
-      } catch (error) {
-        // Validated at parse time; the files changed in between.
-        if (error instanceof TlsFileError)
-          throw new SidecarConfigError(`${flagPrefix}-${error.role}`, error.message);
-        throw error;
-      }
-    };
-    const metadataTls = config.wal?.metadata.tls;
-    const metadataMaterial =
-      metadataTls && Object.keys(metadataTls.files).length > 0
-        ? material(metadataTls.files, 'metadata client', 'metadata-tls')
-        : undefined;
-    if (config.wal) {
-      this.wal = createWalParts(config, log, metadataMaterial, this.memory);
+      memory: this.memory,
+      observer,
+      saslHandshake: this.saslHandshake,
+    });
+    this.clientListeners = built.client;
+    this.replicationListeners = built.replication;
+    this.controllerListeners = built.controller;
+    this.tlsMaterials = built.tlsMaterials;
+    if (built.brokerFence) this.brokerFence = built.brokerFence;
+    if (built.zoneRouting) this.zoneRouting = built.zoneRouting;
+    if (built.wal) {
+      this.wal = built.wal;
       this.storeHealth = this.wal.health;
       this.#storeProbe = this.wal.storeProbe;
     }
-    // Only the client ingress sees Produce; followers only fetch.
-    const clientFilters = this.wal ? [...filters, this.wal.produceFilter] : filters;
-    const clientTls = config.clientTls
-      ? {
-          material: material(config.clientTls.files, 'client ingress', 'client-tls'),
-          clientAuth: config.clientTls.clientAuth,
-        }
-      : undefined;
-    const peerTls = config.peerTls;
-    const peerMaterial = peerTls ? material(peerTls.files, 'peer client', 'peer-tls') : undefined;
-    const upstreamTlsFor = (id: number) =>
-      peerTls && peerMaterial
-        ? {
-            material: peerMaterial,
-            verifyHostname: peerTls.verifyHostname,
-            ...(peerTls.serverName !== undefined
-              ? { serverName: peerTls.serverName.replaceAll('{id}', String(id)) }
-              : {}),
-          }
-        : undefined;
-    if (config.zone) {
-      this.zoneRouting = new ZoneRouting({
-        ...common,
-        brokerId: config.brokerId,
-        zone: config.zone,
-        clientUpstream: config.clientUpstream,
-        brokerFilters: clientFilters,
-        peerFilters: filters,
-        ...(clientTls ? { clientTls } : {}),
-        ...(config.replicationTls
-          ? {
-              ingressTls: {
-                material: material(config.replicationTls.files, 'zone ingress', 'replication-tls'),
-                clientAuth: config.replicationTls.clientAuth,
-              },
-            }
-          : {}),
-        upstreamTls: upstreamTlsFor,
-        ...(this.wal?.produceFill
-          ? {
-              zoneLocalProduce: {
-                fill: this.wal.produceFill,
-                produce: {
-                  writer: this.wal.writer,
-                  storeUrl: normalizeStoreUrl(config.wal!.storeUrl),
-                  policy: this.wal.policy,
-                  topicNames: this.wal.topicNames,
-                  health: this.wal.health,
-                  log,
-                },
-              },
-            }
-          : {}),
-      });
-    }
-    this.clientListeners.push(
-      new ProxyListener({
-        ...common,
-        name: 'client',
-        listen: config.clientListen,
-        upstream: config.clientUpstream,
-        filters: this.zoneRouting
-          ? [new FilterChain([...clientFilters, this.zoneRouting.clientIngressFilter])]
-          : clientFilters,
-        ...(clientTls ? { tls: clientTls } : {}),
-      }),
-    );
-    if (config.replicationListen && config.replicationUpstream) {
-      this.replicationListeners.push(
-        new ProxyListener({
-          ...common,
-          name: 'replication',
-          listen: config.replicationListen,
-          upstream: config.replicationUpstream,
-          filters: this.wal ? [...filters, this.wal.fetchStrip] : filters,
-          ...(config.replicationTls
-            ? {
-                tls: {
-                  material: material(config.replicationTls.files, 'replication ingress', 'replication-tls'),
-                  clientAuth: config.replicationTls.clientAuth,
-                },
-              }
-            : {}),
-        }),
-      );
-    }
-    for (const id of config.egressBrokerIds) {
-      const upstreamTls = upstreamTlsFor(id);
-      this.replicationListeners.push(
-        new ProxyListener({
-          ...common,
-          name: `egress-${id}`,
-          listen: { host: config.egressListenHost, port: config.egressListenBase! + id },
-          upstream: peerAddress(config, id),
-          filters: this.wal ? [...filters, this.wal.fetchFill] : filters,
-          ...(upstreamTls ? { upstreamTls } : {}),
-        }),
-      );
-    }
-    // The zone listeners carry client requests (and other zones' forwarded Produce): they drain
-    // with the clients, before the replication paths.
-    if (this.zoneRouting) this.clientListeners.push(...this.zoneRouting.listeners);
-    if (config.controllerAddresses.size > 0 && config.fenceOnStop) this.brokerFence = new BrokerFence(log);
-    for (const [id, upstream] of config.controllerAddresses) {
-      this.controllerListeners.push(
-        new ProxyListener({
-          ...common,
-          name: `controller-${id}`,
-          listen: { host: config.controllerListenHost, port: config.controllerListenBase! + id },
-          upstream,
-          filters: [],
-          opaque: true,
-          ...(this.brokerFence ? { fence: this.brokerFence } : {}),
-        }),
-      );
-    }
-    this.listeners.push(...this.clientListeners, ...this.replicationListeners, ...this.controllerListeners);
+    this.listeners = [...this.clientListeners, ...this.replicationListeners, ...this.controllerListeners];
     const wal = this.wal;
     const storeHealth = this.storeHealth;
     this.#telemetryInit = {
@@ -654,214 +457,4 @@ async function settleWithin(work: Promise<unknown>, timeoutMs: number): Promise<
   ]);
   clearTimeout(timer);
   return done;
-}
-
-/** The store probe StoreHealth runs, reporting each distinct failure once. */
-interface ReportingProbe {
-  probe: () => Promise<void>;
-  /** Why the last probe failed; undefined after a success. */
-  readonly lastError: string | undefined;
-}
-
-/**
- * store.validate() (a small put and a delete: the store takes this sidecar's writes), bounded
- * like StoreHealth bounds it. Every store condition is recoverable from the sidecar's side — an
- * unreachable or refusing endpoint, a timeout, a 5xx, but also a missing bucket or denied
- * credentials, which an operator fixes while the broker serves — so none stops the sidecar: each
- * distinct reason is logged once as an error naming --wal-store-url, and probing goes on.
- */
-function reportingProbe(store: ObjectStore, log: Logger): ReportingProbe {
-  const reported = new Set<string>();
-  let lastError: string | undefined;
-  const timeoutMs = STORE_HEALTH_DEFAULTS.probeTimeoutMs;
-  return {
-    get lastError() {
-      return lastError;
-    },
-    probe: async () => {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        await Promise.race([
-          store.validate(),
-          new Promise((_, reject) => {
-            timer = setTimeout(
-              () => reject(new Error(`the object store did not answer within ${timeoutMs} ms`)),
-              timeoutMs,
-            );
-          }),
-        ]);
-        lastError = undefined;
-        // A new outage after a recovery is reported again.
-        reported.clear();
-      } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        const reason = isObjectStoreError(error)
-          ? error.code
-          : message.startsWith('the object store did not answer')
-            ? 'TIMEOUT'
-            : message;
-        lastError = message;
-        if (!reported.has(reason)) {
-          reported.add(reason);
-          log.error(
-            { store: store.url, code: isObjectStoreError(error) ? error.code : undefined },
-            `--wal-store-url: the object store is not usable: ${message}; every topic replicates inline until it is (probing every ${STORE_HEALTH_DEFAULTS.probeIntervalMs} ms)`,
-          );
-        }
-        throw error;
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-  };
-}
-
-function createWalParts(
-  config: SidecarConfig,
-  log: Logger,
-  metadataMaterial: TlsMaterial | undefined,
-  memory: MemoryBounds,
-): WalParts {
-  const wal = config.wal!;
-  let store: ObjectStore;
-  try {
-    store = openObjectStore(wal.storeUrl, wal.storeOptions);
-  } catch (error) {
-    throw new SidecarConfigError('wal-store-url', (error as Error).message);
-  }
-  // Probed in the background from start(): the sidecar serves at once, inline until the store answers.
-  const storeProbe = reportingProbe(store, log);
-  const health = new StoreHealth({ store: wal.storeUrl, probe: storeProbe.probe, log });
-  const { cost } = wal;
-  const sealing = new SealingPolicy({
-    economics: objectEconomics(cost.prices, { replicationFactor: cost.replicationFactor, zones: cost.zones }),
-    maxObjectBytes: wal.defaults.targetBytes,
-    exitAfterMs: cost.exitAfterMs,
-    minDwellMs: cost.minDwellMs,
-    rateWindowMs: cost.rateWindowMs,
-    // Once per switch: hysteresis keeps them minutes apart.
-    onSwitch: (e) =>
-      log.info(
-        {
-          budgetMs: e.budgetMs,
-          from: e.from,
-          to: e.to,
-          savedFraction: Number(e.savedFraction.toFixed(3)),
-          bytesPerSec: Math.round(e.bytesPerSec),
-        },
-        e.to === 'inline'
-          ? 'WAL mode switch: this latency budget replicates inline (its objects would not pay)'
-          : 'WAL mode switch: this latency budget replicates through the WAL (its objects pay)',
-      ),
-  });
-  const producerWaits = wal.sealWhenProducersWait ? new ProducerWaits() : undefined;
-  const writer = new WalWriter({
-    store,
-    health,
-    policy: sealing,
-    ...(producerWaits ? { producerWaits } : {}),
-    brokerId: config.brokerId,
-    targetBytes: wal.defaults.targetBytes,
-    maxUploadsInFlight: wal.maxUploadsInFlight,
-    uploadDeadlineMs: wal.uploadDeadlineMs,
-    maxPendingBytes: Math.max(memory.writerPendingBytes, wal.defaults.targetBytes),
-    degradeAfterMs: wal.degradeAfterMs,
-    // The store URL carries the prefix (s3://bucket/prefix, file:///dir): one place to set it.
-    keyPrefix: '',
-  });
-  const { sasl, tls } = wal.metadata;
-  // Topic ids come from the local broker's loopback listener, the one the client ingress forwards
-  // to: it speaks no TLS (the sidecar terminates it), but is SASL_PLAINTEXT on a SASL cluster.
-  const topicNames = new TopicNames(config.clientUpstream, log, sasl ? { sasl } : {});
-  const publisher = new WalMetadataPublisher({
-    ...(sasl ? { sasl } : {}),
-    // kafkajs copies these options into tls.connect at every connect, so the getter hands out
-    // the material's current (possibly reloaded) context.
-    ...(tls
-      ? {
-          tls: metadataMaterial
-            ? {
-                get secureContext() {
-                  return metadataMaterial.secureContext;
-                },
-              }
-            : (true as const),
-        }
-      : {}),
-    bootstrap: wal.metadata.bootstrap,
-    brokerId: config.brokerId,
-    topic: wal.metadata.topic,
-    partitions: wal.metadata.partitions,
-    replicationFactor: wal.metadata.replicationFactor,
-    retentionMs: wal.metadata.retentionMs,
-    maxQueued: memory.metadataQueuePieces,
-    log,
-  });
-  const policy = new TopicPolicy(wal.defaults, wal.rules);
-  const index = new WalBatchIndex({ maxEntries: memory.batchIndexEntries });
-  const ownStoreUrl = normalizeStoreUrl(wal.storeUrl);
-  // The follower's read cache takes its share of the memory limit (it was left at the reader's
-  // 64 MiB default, per store, before); peer-store readers share its budget, so the bound is one
-  // for all of them, least recently used span first (PeerStoreReaders).
-  const reader = new WalRangeReader({ store, maxCacheBytes: memory.readCacheBytes });
-  const peerReaders = new PeerStoreReaders({
-    ownStoreUrl,
-    ownReader: reader,
-    readStoreUrls: wal.readStoreUrls,
-    storeOptions: wal.storeOptions,
-    maxGlobStores: wal.readStoreMaxOpen,
-    idleMs: wal.readStoreIdleMs,
-    log,
-  });
-  // With zones, the zone ingress fills zone-local produce references from the producer's zone
-  // bucket (one of --wal-read-store-url); the WAL filter indexes those batches where they are.
-  const produceFill = config.zone
-    ? new ProduceFillFilter({ readerFor: (url) => peerReaders.readerFor(url), log })
-    : undefined;
-  const produceFilter = new ProduceWalFilter({
-    writer,
-    index,
-    policy,
-    topicNames,
-    publisher,
-    health,
-    sealing,
-    ...(producerWaits ? { producerWaits } : {}),
-    ...(produceFill
-      ? { storedElsewhere: (info, topic, partition) => produceFill.storedElsewhere(info, topic, partition) }
-      : {}),
-    log,
-  });
-  const fetchStrip = new FetchStripFilter({
-    policy,
-    sealing,
-    index,
-    topicNames,
-    maxHoldMs: wal.maxHoldMs,
-    storeUrl: ownStoreUrl,
-    health,
-    log,
-  });
-  const fetchFill = new FetchFillFilter({
-    readerFor: (url) => peerReaders.readerFor(url),
-    log,
-    fillDeadlineMs: wal.fillDeadlineMs,
-  });
-  return {
-    store,
-    health,
-    storeProbe,
-    writer,
-    policy,
-    sealing,
-    index,
-    topicNames,
-    publisher,
-    produceFilter,
-    fetchStrip,
-    fetchFill,
-    reader,
-    peerReaders,
-    ...(produceFill ? { produceFill } : {}),
-  };
 }

@@ -1,3 +1,6 @@
+// Leader side of replication through the WAL, on the replication ingress (the class comment says
+// what it does). Its parts: fetch-strip-rewrite.ts (the answer: segment lists, references, the
+// re-encoded response) and fetch-strip-events.ts (inline reasons, counters, channels).
 import { channel } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import {
@@ -7,23 +10,15 @@ import {
   decodeFetchResponse,
   decodeRequestHeader,
   decodeResponseHeader,
-  encodeFetchResponse,
-  encodePartitionSegments,
-  encodeWalTrace,
   FETCH_CAPABILITY_TAG,
   type FetchCapability,
   type FetchRequest,
   type FetchResponse,
-  type FetchResponsePartition,
-  PARTITION_SEGMENTS_TAG,
   type PartialBatch,
-  type PartitionSegment,
   type RecordBatch,
   recordBatches,
   responseHeaderVersion,
   type SegmentsVersion,
-  WAL_TRACE_TAG,
-  type WalTraceContext,
 } from '@walproxy/shared';
 import type { Logger } from '../log.js';
 import type { TopicNames } from '../metadata/topic-names.js';
@@ -33,12 +28,26 @@ import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { SealingPolicy } from '../wal/sealing-policy.js';
-import type { WalLocation } from '../wal/wal-writer.js';
+import {
+  FETCH_STRIP_CHANNELS,
+  type FetchInlineReason,
+  type FetchStripEvent,
+  type FetchStripStats,
+  newFetchStripStats,
+  zeroByReason,
+} from './fetch-strip-events.js';
+import { type Plan, type PlannedBatch, rewriteResponse } from './fetch-strip-rewrite.js';
 
-/** Header fields a reference carries (kafka-protocol.md §4: the batch header layout). */
-const BASE_OFFSET_OFFSET = 0;
-const PARTITION_LEADER_EPOCH_OFFSET = 12;
-const CRC_OFFSET = 17;
+export {
+  FETCH_INLINE_REASONS,
+  FETCH_STRIP_CHANNELS,
+  type FetchInlineReason,
+  type FetchStripEvent,
+  type FetchStripStats,
+  type FetchTraceContextEvent,
+  newFetchStripStats,
+} from './fetch-strip-events.js';
+
 const DIGEST_WARNING_INTERVAL_MS = 60_000;
 
 /**
@@ -48,190 +57,7 @@ const DIGEST_WARNING_INTERVAL_MS = 60_000;
  */
 export const FETCH_STRIP_VERSIONS = { min: 12, max: 18 } as const;
 
-/** Why a batch went inline; the keys of FetchStripStats.inline. */
-export const FETCH_INLINE_REASONS = [
-  'control',
-  'rewrittenByBroker',
-  'notInWal',
-  'topicNotInWal',
-  'modeInline',
-  'groupInline',
-  'digestMismatch',
-  'notStoredInTime',
-  'requestedInline',
-  'unknownTopic',
-  'notV2',
-  'partialBatch',
-  'storeDegraded',
-] as const;
-
-export type FetchInlineReason = (typeof FETCH_INLINE_REASONS)[number];
-
-/** Zeroed stats, as a new filter starts with them (telemetry tests build theirs from this too). */
-export function newFetchStripStats(): FetchStripStats {
-  return {
-    responsesRewritten: 0,
-    referencesSent: 0,
-    bytesReferenced: 0,
-    inlineBytes: 0,
-    inlineBytesByReason: zeroByReason(),
-    inline: zeroByReason(),
-    holds: 0,
-    holdMsTotal: 0,
-    holdMsMax: 0,
-    unknownCapabilityVersions: 0,
-    responsesNotDecoded: 0,
-    requestsNotDecoded: 0,
-  };
-}
-
-/**
- * A literal, not built from FETCH_INLINE_REASONS: every marked response makes one, and
- * Object.fromEntries over the list was 1 % of an inline replication sidecar's CPU (issue #13's
- * profile). `satisfies` keeps it complete: a reason added to the list and missing here fails tsc.
- */
-function zeroByReason(): Record<FetchInlineReason, number> {
-  return {
-    control: 0,
-    rewrittenByBroker: 0,
-    notInWal: 0,
-    topicNotInWal: 0,
-    modeInline: 0,
-    groupInline: 0,
-    digestMismatch: 0,
-    notStoredInTime: 0,
-    requestedInline: 0,
-    unknownTopic: 0,
-    notV2: 0,
-    partialBatch: 0,
-    storeDegraded: 0,
-  } satisfies Record<FetchInlineReason, number>;
-}
-
-export interface FetchStripStats {
-  responsesRewritten: number;
-  referencesSent: number;
-  bytesReferenced: number;
-  /** Record bytes of marked responses sent inline, every reason included. */
-  inlineBytes: number;
-  /** The same bytes by reason. */
-  inlineBytesByReason: Record<FetchInlineReason, number>;
-  /**
-   * Batches sent inline, by why (for unknownTopic, requestedInline and notV2: partitions). A
-   * control batch counts as control and nothing else whatever its topic.
-   */
-  inline: {
-    /** Transaction markers: the coordinator writes them, they never pass through Produce. */
-    control: number;
-    /** Sent by an idempotent producer, but the broker rewrote the bytes (LogAppendTime, recompression). */
-    rewrittenByBroker: number;
-    /**
-     * A WAL topic's batch the index does not hold: the real fallback (produced before this
-     * sidecar started or while it was not in the path, refused by the writer, dropped unconfirmed).
-     */
-    notInWal: number;
-    /**
-     * A batch of a topic that does not go to the WAL at all (--wal-topic does not match it, or an
-     * internal topic such as __consumer_offsets and the WAL metadata topic): stock by design. A
-     * partition whose records are not v2 batches counts once.
-     */
-    topicNotInWal: number;
-    /** A batch of a WAL topic set to mode=inline (--topic-config), counted as topicNotInWal is. */
-    modeInline: number;
-    /**
-     * A batch of a mode=auto WAL topic (without durable ack) missing from the index while its
-     * latency-budget group replicates inline: the sealing policy did not copy it, its objects
-     * would not pay (docs/cost.md). Stock by design, as modeInline.
-     */
-    groupInline: number;
-    /**
-     * A produced batch had the same partition, CRC-32C, length and header but other records (a
-     * CRC collision): referencing it would give the follower the wrong bytes.
-     */
-    digestMismatch: number;
-    notStoredInTime: number;
-    requestedInline: number;
-    unknownTopic: number;
-    /**
-     * Records that are not a run of magic v2 batches (magic 0/1 message sets from segments an
-     * upgraded cluster wrote, or bytes the walk cannot read): the partition goes as the broker sent it.
-     */
-    notV2: number;
-    /** The incomplete batch a broker leaves at the end of a response cut by size. */
-    partialBatch: number;
-    /** Still uploading while the store is degraded: sent at once instead of holding the response. */
-    storeDegraded: number;
-  };
-  holds: number;
-  holdMsTotal: number;
-  holdMsMax: number;
-  /**
-   * Marked requests from a follower side that reads another reference format, or whose
-   * capability tag cannot be read: answered stock.
-   */
-  unknownCapabilityVersions: number;
-  /** Marked responses the codec could not read: passed on as the broker sent them. */
-  responsesNotDecoded: number;
-  /** Requests the codec could not read (the broker may): forwarded as sent, answered stock. */
-  requestsNotDecoded: number;
-}
-
-/** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
-export const FETCH_STRIP_CHANNELS = {
-  /** A marked Fetch response carrying records was answered: FetchStripEvent. */
-  strip: 'walproxy:fetch:strip',
-  /**
-   * A response is about to go out with references: FetchTraceContextEvent. A subscriber (tracing)
-   * fills in the upload span contexts to carry to the follower side, as undici's
-   * `undici:request:create` subscribers add a traceparent header: the filter needs no SDK.
-   */
-  traceContext: 'walproxy:fetch:trace-context',
-} as const;
-
-/** Published synchronously, before the response is encoded; subscribers push to `uploads`. */
-export interface FetchTraceContextEvent {
-  /** The objects the response references, each once, in the order of their first reference. */
-  readonly objectKeys: readonly string[];
-  /** The sampled upload spans of those objects: carried in WAL_TRACE_TAG when not empty. */
-  readonly uploads: WalTraceContext[];
-}
-
-export interface FetchStripEvent {
-  references: number;
-  /** The objects the references point into, each once, in the order of their first reference. */
-  objectKeys: string[];
-  /** Bytes of the batches sent as references (not across the link). */
-  bytesReferenced: number;
-  /** Record bytes sent inline, by why. */
-  inlineBytes: Record<FetchInlineReason, number>;
-  /** Batches still uploading that the response waited for (0: no hold). */
-  heldBatches: number;
-  holdMs: number;
-  /** From the broker's response to the answer, hold included. */
-  durationMs: number;
-}
-
-const channels = {
-  strip: channel(FETCH_STRIP_CHANNELS.strip),
-  traceContext: channel(FETCH_STRIP_CHANNELS.traceContext),
-};
-
-interface PlannedBatch {
-  bytes: Buffer;
-  header: Buffer;
-  /** Whether the WAL holds (or is uploading) exactly this batch. */
-  inWal: boolean;
-  /** For a batch in the WAL: the SHA-256 of its records the index proved it by. */
-  digest?: Buffer;
-  /** Where, once stored; set when an upload the response waited for ends in time. */
-  location?: WalLocation;
-}
-
-/** A partition with at least one WAL batch: its batches in order, each referenced or inline. */
-interface Plan {
-  partition: FetchResponsePartition;
-  batches: PlannedBatch[];
-}
+const strip = channel(FETCH_STRIP_CHANNELS.strip);
 
 interface MarkedRequest {
   /** `${topicId}:${partition}` the follower side asked to get inline. */
@@ -523,7 +349,16 @@ export class FetchStripFilter implements FrameFilter {
       return frame;
     }
     const rewrite = () => {
-      const out = this.rewrite(frame, info.apiVersion, marked.version, headerLength, response, plans, tally);
+      const out = rewriteResponse(
+        { stats: this.stats, storeUrl: this.deps.storeUrl, log: this.deps.log },
+        frame,
+        info.apiVersion,
+        marked.version,
+        headerLength,
+        response,
+        plans,
+        tally,
+      );
       this.report(tally);
       return out;
     };
@@ -568,11 +403,11 @@ export class FetchStripFilter implements FrameFilter {
 
   /** Publishes the response's tally (durationMs holds its start until now). */
   private report(tally: FetchStripEvent): void {
-    if (!channels.strip.hasSubscribers) return;
+    if (!strip.hasSubscribers) return;
     const inlineBytes = Object.values(tally.inlineBytes).reduce((a, b) => a + b, 0);
     if (tally.references + inlineBytes === 0) return;
     tally.durationMs = performance.now() - tally.durationMs;
-    channels.strip.publish(tally);
+    strip.publish(tally);
   }
 
   /** Waits until the uploading batches are stored or `holdMs` (what is left of the response's hold) has passed. */
@@ -592,95 +427,6 @@ export class FetchStripFilter implements FrameFilter {
     this.stats.holdMsTotal += held;
     this.stats.holdMsMax = Math.max(this.stats.holdMsMax, held);
   }
-
-  /**
-   * Adds WAL_TRACE_TAG with the sampled upload spans of the referenced objects, when tracing
-   * listens and knows one: no byte is added otherwise (wal-trace.ts).
-   */
-  private carryTraceContext(response: FetchResponse, objectKeys: readonly string[]): void {
-    if (!channels.traceContext.hasSubscribers) return;
-    const ask: FetchTraceContextEvent = { objectKeys, uploads: [] };
-    channels.traceContext.publish(ask);
-    if (ask.uploads.length === 0) return;
-    let data: Buffer;
-    try {
-      data = encodeWalTrace(ask.uploads);
-    } catch (error) {
-      // Tracing is best effort: a bad context costs the link, never the response.
-      this.deps.log.debug({ error: (error as Error).message }, 'trace context not carried');
-      return;
-    }
-    // KIP-482: tags ascending, each at most once.
-    response.taggedFields = [
-      ...(response.taggedFields ?? []).filter((t) => t.tag !== WAL_TRACE_TAG),
-      { tag: WAL_TRACE_TAG, data },
-    ].sort((a, b) => a.tag - b.tag);
-  }
-
-  private rewrite(
-    frame: Buffer,
-    version: number,
-    segmentsVersion: SegmentsVersion,
-    headerLength: number,
-    response: FetchResponse,
-    plans: Plan[],
-    tally: FetchStripEvent,
-  ): Buffer {
-    let referenced = 0;
-    const objectKeys = new Set<string>();
-    for (const { partition, batches } of plans) {
-      const segments: PartitionSegment[] = [];
-      const inline: Buffer[] = [];
-      for (const b of batches) {
-        const location = b.location;
-        if (location) {
-          // The follower side rebuilds the stored header from the object's copy plus the two
-          // fields the broker assigned, and proves the records by the digest the index proved
-          // them by (wal-references.ts; a version-2 follower side gets no digest).
-          segments.push({
-            kind: 'reference',
-            baseOffset: b.header.readBigInt64BE(BASE_OFFSET_OFFSET),
-            partitionLeaderEpoch: b.header.readInt32BE(PARTITION_LEADER_EPOCH_OFFSET),
-            crc: b.header.readUInt32BE(CRC_OFFSET),
-            ...(b.digest !== undefined ? { digest: b.digest } : {}),
-            store: location.store ?? this.deps.storeUrl,
-            objectKey: location.objectKey,
-            position: location.position,
-            length: location.length,
-          });
-          referenced++;
-          objectKeys.add(location.objectKey);
-          this.stats.referencesSent++;
-          this.stats.bytesReferenced += b.bytes.length;
-          tally.bytesReferenced += b.bytes.length;
-          continue;
-        }
-        if (b.inWal) {
-          // Counted here: the other inline batches were counted when the response was planned.
-          this.stats.inline.notStoredInTime++;
-          this.stats.inlineBytes += b.bytes.length;
-          this.stats.inlineBytesByReason.notStoredInTime += b.bytes.length;
-          tally.inlineBytes.notStoredInTime += b.bytes.length;
-        }
-        const last = segments.at(-1);
-        if (last?.kind === 'inline') last.length += b.bytes.length;
-        else segments.push({ kind: 'inline', length: b.bytes.length });
-        inline.push(b.bytes);
-      }
-      partition.records = Buffer.concat(inline);
-      const tags = (partition.taggedFields ?? []).filter((t) => t.tag !== PARTITION_SEGMENTS_TAG);
-      tags.push({ tag: PARTITION_SEGMENTS_TAG, data: encodePartitionSegments(segments, segmentsVersion) });
-      partition.taggedFields = tags.sort((a, b) => a.tag - b.tag);
-    }
-    tally.references = referenced;
-    tally.objectKeys = [...objectKeys];
-    // Everything ended up inline (every held batch missed the hold): the broker's bytes as they were.
-    if (referenced === 0) return frame;
-    this.stats.responsesRewritten++;
-    this.carryTraceContext(response, tally.objectKeys);
-    const body = encodeFetchResponse(response, version);
-    return frameOf(frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength), body);
-  }
 }
 
 /**
@@ -696,14 +442,6 @@ function readCapability(data: Buffer): Required<FetchCapability> | undefined {
   } catch {
     return undefined;
   }
-}
-
-function frameOf(header: Buffer, body: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + header.length + body.length);
-  out.writeInt32BE(header.length + body.length, 0);
-  header.copy(out, FRAME_SIZE_PREFIX_BYTES);
-  body.copy(out, FRAME_SIZE_PREFIX_BYTES + header.length);
-  return out;
 }
 
 /**

@@ -5,218 +5,48 @@
 // durable-ack responses on it. With a sealing policy (docs/cost.md) there is one open object per
 // latency budget, sealed when the policy says, and an object that would cost more than it saves is
 // not uploaded: its tickets reject (BELOW_BREAK_EVEN) and its batches replicate inline.
+//
+// Here: appends, the open objects and when they seal (or, below break-even, are abandoned).
+// Tentative batches wait in tentative-appends.ts, sealed objects upload in wal-uploader.ts, and
+// the options, tickets and counters are in wal-writer-types.ts.
 import { channel } from 'node:diagnostics_channel';
-import {
-  WAL_INDEX_ENTRY_SIZE,
-  type WalAppendEntry,
-  WalFormatError,
-  WalObjectBuilder,
-} from '@walproxy/shared';
-import { isObjectStoreError, type ObjectStore, ObjectStoreError } from '../store/index.js';
-import type { StoreHealth } from '../store/store-health.js';
-import { fullJitterBackoffMs } from './backoff.js';
+import { WAL_INDEX_ENTRY_SIZE, type WalAppendEntry, WalObjectBuilder } from '@walproxy/shared';
 import {
   WAL_WRITER_CHANNELS,
   type WalAppendRefusedEvent,
   type WalSealEvent,
   type WalSealReason,
-  type WalUploadAttemptEvent,
-  type WalUploadEndEvent,
-  type WalUploadStartEvent,
 } from './channels.js';
+import { type Deferred, deferred } from './deferred.js';
 import { WalWriteError, type WalWriteErrorKind } from './errors.js';
 import { assertValidKeyPrefix, newWalObjectKey } from './object-key.js';
 import type { ProducerWaits } from './producer-waits.js';
 import { SEALING_DEFAULTS, type SealingPolicy } from './sealing-policy.js';
+import { TentativeAppends } from './tentative-appends.js';
+import { type SealInput, type StoredObject, WalUploader } from './wal-uploader.js';
+import {
+  type Counters,
+  checkInteger,
+  checkLingerMs,
+  checkTargetBytes,
+  type Placement,
+  WAL_WRITER_DEFAULTS,
+  type WalAppendOptions,
+  type WalAppendTicket,
+  type WalLocation,
+  type WalWriterOptions,
+  type WalWriterStats,
+} from './wal-writer-types.js';
 
-export const WAL_WRITER_DEFAULTS = {
-  targetBytes: 400_000,
-  lingerMs: 10,
-  maxUploadsInFlight: 4,
-  uploadDeadlineMs: 5_000,
-  retryBaseMs: 20,
-  retryMaxMs: 1_000,
-  maxPendingBytes: 64 * 1024 * 1024,
-  keyPrefix: 'wal/',
-  degradeAfterMs: 1_000,
-  failedAttemptsBeforeDegraded: 3,
-  confirmTimeoutMs: 5_000,
-} as const;
-
-/** Accepted per-writer and per-append values (inclusive), for the CLI's checks as well. */
-export const WAL_WRITER_LIMITS = {
-  // Below 1 KiB an object is mostly header and footer; above 64 MiB one PUT holds too much memory.
-  targetBytes: { min: 1024, max: 64 * 1024 * 1024 },
-  lingerMs: { min: 0, max: 60_000 },
-} as const;
-
-export interface WalWriterOptions {
-  store: ObjectStore;
-  /** The broker this sidecar fronts: written in every object header and key. */
-  brokerId: number;
-  /** Seal the open object when it reaches this many bytes (sealed size, footer included). */
-  targetBytes?: number;
-  /** Seal the open object at most this long after its first batch. */
-  lingerMs?: number;
-  /** Uploads running at once; sealed objects beyond it wait, in seal order. */
-  maxUploadsInFlight?: number;
-  /** Time from seal to a stored object, queueing and retries included; past it the tickets fail. */
-  uploadDeadlineMs?: number;
-  /** Full-jitter exponential backoff between attempts: base and cap of the delay. */
-  retryBaseMs?: number;
-  retryMaxMs?: number;
-  /**
-   * Bound on batch bytes appended and not yet stored or failed (a put abandoned at the deadline
-   * keeps its bytes until it ends); an append that would pass it is refused with OVERLOADED.
-   */
-  maxPendingBytes?: number;
-  /** `''` or ending in `/`; keys are `<prefix><yyyy>/<mm>/<dd>/<hh>/<brokerId>/<id>.wal`. */
-  keyPrefix?: string;
-  /** Wall clock, milliseconds since the epoch: object creation times, keys, deadlines. */
-  now?: () => number;
-  /**
-   * Told what the uploads show about the store: healthy when an object is stored within
-   * `degradeAfterMs`, degraded when an object fails for good, when a store call has been
-   * outstanding longer than `degradeAfterMs` (a frozen store never fails, it hangs), or after
-   * `failedAttemptsBeforeDegraded` failed attempts in a row (503 SlowDown storms, refused
-   * connections). While degraded the leader side stops copying and holding (StoreHealth).
-   */
-  health?: StoreHealth;
-  degradeAfterMs?: number;
-  failedAttemptsBeforeDegraded?: number;
-  /** A tentative batch neither confirmed nor rejected within this is dropped (UNCONFIRMED). */
-  confirmTimeoutMs?: number;
-  /**
-   * When objects seal, and whether they are uploaded at all (docs/cost.md): each latency budget
-   * gets its own open object, lingering as long as the budget allows; at its deadline an object
-   * below break-even is abandoned unless a batch in it requires the store. Without it objects
-   * seal by `lingerMs` and size, and every one is uploaded.
-   */
-  policy?: SealingPolicy;
-  /**
-   * Who may still add to an open object (producer-waits.ts): when no producer can before the
-   * linger ends (each waits for the object with its batches in), the object seals at once, or
-   * with a policy is decided at once (sealed, or abandoned below break-even). Without it objects
-   * always linger their full time.
-   */
-  producerWaits?: Pick<ProducerWaits, 'mayStillAdd'>;
-}
-
-/** Per-append settings: a topic's own budget, linger and target size. */
-export interface WalAppendOptions {
-  /**
-   * The topic's latency budget: batches of different budgets never share an object. With a
-   * policy it sets how long the object may wait (default SEALING_DEFAULTS.latencyBudgetMs).
-   */
-  budgetMs?: number | undefined;
-  /** The batch's linger; with a policy, a cap on the budget's (a topic's deprecated `linger.ms`). */
-  lingerMs?: number | undefined;
-  targetBytes?: number | undefined;
-  /** The object holding this batch is uploaded whatever it costs (durable ack, `mode=wal`). */
-  requiresStore?: boolean | undefined;
-  /**
-   * The batch goes into an object only once `confirm()` says the broker appended it; `reject()`
-   * (the broker refused it) or `confirmTimeoutMs` without either drops it. Without it the batch
-   * is confirmed at once.
-   */
-  tentative?: boolean | undefined;
-}
-
-/** Where a stored batch is: `length` bytes at `position` of object `objectKey`. */
-export interface WalLocation {
-  /**
-   * The store holding the object when it is not this sidecar's own (--wal-store-url): a
-   * zone-local produce's batch stays in the producer's zone bucket (docs/zone-local.md).
-   */
-  store?: string;
-  objectKey: string;
-  position: number;
-  length: number;
-  objectSize: number;
-  /** The writer's clock when the store confirmed the object. */
-  uploadedAtMs: number;
-}
-
-export interface WalAppendTicket {
-  /**
-   * Resolves once the object holding the batch is stored; rejects with a WalWriteError
-   * (UPLOAD_FAILED, OVERLOADED or CLOSED) and never resolves for a batch that is not stored. The
-   * writer attaches a no-op handler itself, so a ticket nobody awaits (no durable ack) never
-   * raises an unhandled rejection.
-   */
-  readonly durable: Promise<WalLocation>;
-  /** The broker appended the batch: it may be stored now. No-op once confirmed or settled. */
-  confirm(): void;
-  /** The broker refused the batch: it is dropped and `durable` rejects (NOT_APPENDED). */
-  reject(): void;
-  /** The open-object group the batch goes into (its latency budget; -1 without one). */
-  readonly group: number;
-  /** Tentative, and neither confirmed nor refused nor dropped yet. */
-  isPending(): boolean;
-}
-
-export interface WalWriterStats {
-  objectsUploaded: number;
-  bytesUploaded: number;
-  batchesUploaded: number;
-  /** Store calls for objects, first attempts included. */
-  uploadAttempts: number;
-  uploadRetries: number;
-  /** Objects whose tickets were rejected with UPLOAD_FAILED. */
-  uploadFailures: number;
-  sealedBySize: number;
-  sealedByLinger: number;
-  sealedByFlush: number;
-  /** Sealed before their linger ended: every producer that could add to them waited for them. */
-  sealedProducersWaiting: number;
-  refusedOverloaded: number;
-  /** Tentative batches the broker refused (never stored). */
-  batchesRejected: number;
-  /** Tentative batches neither confirmed nor refused within confirmTimeoutMs (never stored). */
-  batchesUnconfirmed: number;
-  /** Objects the sealing policy did not upload (below break-even at their deadline), their batches and bytes. */
-  objectsAbandoned: number;
-  batchesAbandoned: number;
-  bytesAbandoned: number;
-  /** Gauge: tentative batches waiting for their confirmation. */
-  tentativeBatches: number;
-  /** Gauge: batch bytes appended and not yet stored or failed, abandoned puts' included. */
-  pendingBytes: number;
-  /** Gauge: store calls running, abandoned ones (deadline passed) included. */
-  uploadsInFlight: number;
-  /** Gauge: sealed objects waiting for an upload slot. */
-  queuedObjects: number;
-}
-
-type Counters = Omit<
-  WalWriterStats,
-  'pendingBytes' | 'uploadsInFlight' | 'queuedObjects' | 'tentativeBatches'
->;
-
-/** Where a batch goes and how long it may wait: from its append options. */
-interface Placement {
-  /** The open object's group: the budget, or -1 without one. */
-  group: number;
-  lingerMs: number;
-  targetBytes: number;
-  requiresStore: boolean;
-}
-
-/** A batch appended tentatively, not in any object until confirmed. */
-interface TentativeAppend {
-  entry: WalAppendEntry;
-  placement: Placement;
-  appendedAtMs: number;
-  location: Deferred<WalLocation>;
-  expiry: NodeJS.Timeout;
-}
-
-/** What a stored object tells each of its tickets. */
-interface StoredObject {
-  objectKey: string;
-  objectSize: number;
-  uploadedAtMs: number;
-}
+export {
+  WAL_WRITER_DEFAULTS,
+  WAL_WRITER_LIMITS,
+  type WalAppendOptions,
+  type WalAppendTicket,
+  type WalLocation,
+  type WalWriterOptions,
+  type WalWriterStats,
+} from './wal-writer-types.js';
 
 interface OpenObject {
   group: number;
@@ -242,61 +72,26 @@ interface OpenObject {
 /** The group of appends without a budget. */
 const NO_BUDGET = -1;
 
-interface SealedObject {
-  key: string;
-  body: Buffer[];
-  size: number;
-  batchCount: number;
-  batchBytes: number;
-  stored: Deferred<StoredObject>;
-  sealedAtMs: number;
-  deadlineAtMs: number;
-  /** Fires at deadlineAtMs, whether the object is queued or uploading. */
-  expiry: Timeout;
-  /** Resolved when its tickets are settled. */
-  settled: Deferred<void>;
-  /** Resolved when no store call for it runs any more and its bytes left pendingBytes. */
-  released: Deferred<void>;
-}
-
-const EXPIRED = Symbol('expired');
 const noop = () => {};
 
 const channels = {
   seal: channel(WAL_WRITER_CHANNELS.seal),
-  uploadStart: channel(WAL_WRITER_CHANNELS.uploadStart),
-  uploadAttempt: channel(WAL_WRITER_CHANNELS.uploadAttempt),
-  uploadEnd: channel(WAL_WRITER_CHANNELS.uploadEnd),
   appendRefused: channel(WAL_WRITER_CHANNELS.appendRefused),
 };
 
 export class WalWriter {
-  readonly #store: ObjectStore;
   readonly #brokerId: number;
   readonly #targetBytes: number;
   readonly #lingerMs: number;
-  readonly #maxUploadsInFlight: number;
-  readonly #uploadDeadlineMs: number;
-  readonly #retryBaseMs: number;
-  readonly #retryMaxMs: number;
   readonly #maxPendingBytes: number;
   readonly #keyPrefix: string;
   readonly #now: () => number;
-  readonly #health: StoreHealth | undefined;
-  readonly #degradeAfterMs: number;
-  readonly #failedAttemptsBeforeDegraded: number;
   readonly #policy: SealingPolicy | undefined;
   readonly #producerWaits: Pick<ProducerWaits, 'mayStillAdd'> | undefined;
-  /** Failed store attempts since the last success, across objects. */
-  #failedAttemptsInARow = 0;
+  readonly #uploader: WalUploader;
 
   /** The open object of each group (latency budget). */
   readonly #open = new Map<number, OpenObject>();
-  /** Sealed objects waiting for a slot, in seal order. */
-  readonly #queue: SealedObject[] = [];
-  /** Sealed objects not yet released, for flush() and close(). */
-  readonly #unreleased = new Set<SealedObject>();
-  #uploadsInFlight = 0;
   #pendingBytes = 0;
   #closed = false;
   readonly #counters: Counters = {
@@ -317,8 +112,7 @@ export class WalWriter {
     batchesAbandoned: 0,
     bytesAbandoned: 0,
   };
-  readonly #tentative = new Set<TentativeAppend>();
-  readonly #confirmTimeoutMs: number;
+  readonly #tentatives: TentativeAppends;
 
   constructor(options: WalWriterOptions) {
     const d = WAL_WRITER_DEFAULTS;
@@ -326,23 +120,22 @@ export class WalWriter {
     if (!Number.isInteger(brokerId) || brokerId < 0 || brokerId >= 2 ** 31) {
       throw new RangeError(`broker id ${brokerId} is not a Kafka broker id (a non-negative int32)`);
     }
-    this.#store = options.store;
     this.#brokerId = brokerId;
     this.#targetBytes = checkTargetBytes(options.targetBytes ?? d.targetBytes);
     this.#lingerMs = checkLingerMs(options.lingerMs ?? d.lingerMs);
-    this.#maxUploadsInFlight = checkInteger(
+    const maxUploadsInFlight = checkInteger(
       options.maxUploadsInFlight ?? d.maxUploadsInFlight,
       'maxUploadsInFlight',
       1,
     );
-    this.#uploadDeadlineMs = checkInteger(
+    const uploadDeadlineMs = checkInteger(
       options.uploadDeadlineMs ?? d.uploadDeadlineMs,
       'uploadDeadlineMs',
       1,
     );
     // A zero base would retry a store that fails fast (connection refused) in a tight loop.
-    this.#retryBaseMs = checkInteger(options.retryBaseMs ?? d.retryBaseMs, 'retryBaseMs', 1);
-    this.#retryMaxMs = checkInteger(options.retryMaxMs ?? d.retryMaxMs, 'retryMaxMs', this.#retryBaseMs);
+    const retryBaseMs = checkInteger(options.retryBaseMs ?? d.retryBaseMs, 'retryBaseMs', 1);
+    const retryMaxMs = checkInteger(options.retryMaxMs ?? d.retryMaxMs, 'retryMaxMs', retryBaseMs);
     // Below the target an object would never fill up before append() starts refusing.
     this.#maxPendingBytes = checkInteger(
       options.maxPendingBytes ?? d.maxPendingBytes,
@@ -352,29 +145,46 @@ export class WalWriter {
     this.#keyPrefix = options.keyPrefix ?? d.keyPrefix;
     assertValidKeyPrefix(this.#keyPrefix);
     this.#now = options.now ?? (() => Date.now());
-    this.#health = options.health;
     this.#policy = options.policy;
     this.#producerWaits = options.producerWaits;
-    this.#confirmTimeoutMs = checkInteger(
-      options.confirmTimeoutMs ?? d.confirmTimeoutMs,
-      'confirmTimeoutMs',
-      1,
-    );
-    this.#degradeAfterMs = checkInteger(options.degradeAfterMs ?? d.degradeAfterMs, 'degradeAfterMs', 1);
-    this.#failedAttemptsBeforeDegraded = checkInteger(
+    this.#tentatives = new TentativeAppends({
+      confirmTimeoutMs: checkInteger(options.confirmTimeoutMs ?? d.confirmTimeoutMs, 'confirmTimeoutMs', 1),
+      counters: this.#counters,
+      place: (entry, placement, since) => this.#place(entry, placement, since),
+      adjustPending: (delta) => {
+        this.#pendingBytes += delta;
+      },
+    });
+    const degradeAfterMs = checkInteger(options.degradeAfterMs ?? d.degradeAfterMs, 'degradeAfterMs', 1);
+    const failedAttemptsBeforeDegraded = checkInteger(
       options.failedAttemptsBeforeDegraded ?? d.failedAttemptsBeforeDegraded,
       'failedAttemptsBeforeDegraded',
       1,
     );
+    this.#uploader = new WalUploader({
+      store: options.store,
+      now: this.#now,
+      health: options.health,
+      maxUploadsInFlight,
+      uploadDeadlineMs,
+      retryBaseMs,
+      retryMaxMs,
+      degradeAfterMs,
+      failedAttemptsBeforeDegraded,
+      counters: this.#counters,
+      onReleased: (batchBytes) => {
+        this.#pendingBytes -= batchBytes;
+      },
+    });
   }
 
   get stats(): WalWriterStats {
     return {
       ...this.#counters,
       pendingBytes: this.#pendingBytes,
-      uploadsInFlight: this.#uploadsInFlight,
-      queuedObjects: this.#queue.length,
-      tentativeBatches: this.#tentative.size,
+      uploadsInFlight: this.#uploader.uploadsInFlight,
+      queuedObjects: this.#uploader.queuedObjects,
+      tentativeBatches: this.#tentatives.size,
     };
   }
 
@@ -402,56 +212,7 @@ export class WalWriter {
       durable.catch(noop);
       return { durable, confirm: noop, reject: noop, group: placement.group, isPending: () => false };
     }
-    checkTentativeBatch(entry.batch);
-    const location = deferred<WalLocation>();
-    location.promise.catch(noop);
-    const tentative: TentativeAppend = {
-      entry,
-      placement,
-      appendedAtMs: now,
-      location,
-      expiry: setTimeout(() => {
-        this.#counters.batchesUnconfirmed++;
-        this.#drop(tentative, 'UNCONFIRMED', `not confirmed within ${this.#confirmTimeoutMs} ms`);
-      }, this.#confirmTimeoutMs),
-    };
-    tentative.expiry.unref();
-    this.#tentative.add(tentative);
-    this.#pendingBytes += batchBytes;
-    return {
-      durable: location.promise,
-      confirm: () => this.#confirm(tentative),
-      reject: () => {
-        if (!this.#tentative.has(tentative)) return;
-        this.#counters.batchesRejected++;
-        this.#drop(tentative, 'NOT_APPENDED', 'the broker refused it');
-      },
-      group: placement.group,
-      isPending: () => this.#tentative.has(tentative),
-    };
-  }
-
-  /** A tentative batch the broker appended goes into the open object, as if appended now but lingering from its append. */
-  #confirm(tentative: TentativeAppend): void {
-    if (!this.#tentative.delete(tentative)) return;
-    clearTimeout(tentative.expiry);
-    const { entry, placement, appendedAtMs, location } = tentative;
-    this.#pendingBytes -= entry.batch.length;
-    let durable: Promise<WalLocation>;
-    try {
-      durable = this.#place(entry, placement, appendedAtMs);
-    } catch (err) {
-      location.reject(err);
-      return;
-    }
-    durable.then(location.resolve, location.reject);
-  }
-
-  #drop(tentative: TentativeAppend, kind: 'NOT_APPENDED' | 'UNCONFIRMED' | 'CLOSED', why: string): void {
-    if (!this.#tentative.delete(tentative)) return;
-    clearTimeout(tentative.expiry);
-    this.#pendingBytes -= tentative.entry.batch.length;
-    tentative.location.reject(new WalWriteError(kind, `batch dropped from the WAL: ${why}`));
+    return this.#tentatives.add(entry, placement, now);
   }
 
   /** Checks an append's options (RangeError) and resolves them against the writer's and the policy's. */
@@ -621,7 +382,7 @@ export class WalWriter {
    */
   async flush(): Promise<void> {
     this.#sealAll();
-    await Promise.all(Array.from(this.#unreleased, (o) => o.settled.promise));
+    await this.#uploader.settled();
   }
 
   #sealAll(): void {
@@ -634,9 +395,9 @@ export class WalWriter {
    */
   async close(): Promise<void> {
     this.#closed = true;
-    for (const tentative of [...this.#tentative]) this.#drop(tentative, 'CLOSED', 'the WAL writer is closed');
+    this.#tentatives.dropAll();
     this.#sealAll();
-    await Promise.all(Array.from(this.#unreleased, (o) => o.released.promise));
+    await this.#uploader.released();
   }
 
   #openObject(group: number, now: number): OpenObject {
@@ -678,7 +439,7 @@ export class WalWriter {
     clearTimeout(open.timer);
     const now = this.#now();
     const size = open.builder.size;
-    const sealed: SealedObject = {
+    const sealed: SealInput = {
       key: open.key,
       body: open.builder.seal(),
       size,
@@ -686,10 +447,6 @@ export class WalWriter {
       batchBytes: open.batchBytes,
       stored: open.stored,
       sealedAtMs: now,
-      deadlineAtMs: now + this.#uploadDeadlineMs,
-      expiry: timeout(this.#uploadDeadlineMs),
-      settled: deferred(),
-      released: deferred(),
     };
     if (reason !== 'flush') this.#tellPolicy(open, true, now);
     if (reason === 'size') this.#counters.sealedBySize++;
@@ -705,230 +462,7 @@ export class WalWriter {
         ageMs: now - open.firstAppendAtMs,
       } satisfies WalSealEvent);
     }
-    this.#unreleased.add(sealed);
-    this.#queue.push(sealed);
-    // The deadline bounds the wait for a slot too: when the store is slow or down, the queue
-    // fails within the deadline instead of keeping producers waiting a deadline per object ahead.
-    sealed.expiry.promise.then(() => this.#expireQueued(sealed));
-    this.#pump();
-  }
-
-  #expireQueued(obj: SealedObject): void {
-    const i = this.#queue.indexOf(obj);
-    if (i < 0) return;
-    this.#queue.splice(i, 1);
-    this.#settle(obj, 0, this.#deadlineFailure(obj, 0, undefined));
-    this.#release(obj, false);
-  }
-
-  #pump(): void {
-    while (this.#uploadsInFlight < this.#maxUploadsInFlight) {
-      const next = this.#queue.shift();
-      if (next === undefined) return;
-      this.#uploadsInFlight++;
-      void this.#upload(next);
-    }
-  }
-
-  /** Runs in its own slot; never rejects. */
-  async #upload(obj: SealedObject): Promise<void> {
-    const startedAt = this.#now();
-    if (channels.uploadStart.hasSubscribers) {
-      channels.uploadStart.publish({
-        objectKey: obj.key,
-        size: obj.size,
-        batchCount: obj.batchCount,
-        queuedMs: startedAt - obj.sealedAtMs,
-      } satisfies WalUploadStartEvent);
-    }
-    let attempts = 0;
-    let lastError: unknown;
-    let failure: WalWriteError | undefined;
-    // A store call the deadline cut short keeps running (puts cannot be cancelled): its slot and
-    // its bytes stay taken until it ends, so concurrency and memory stay bounded.
-    let abandoned: Promise<unknown> | undefined;
-    try {
-      for (;;) {
-        if (this.#now() >= obj.deadlineAtMs) {
-          failure = this.#deadlineFailure(obj, attempts, lastError);
-          break;
-        }
-        attempts++;
-        this.#counters.uploadAttempts++;
-        if (attempts > 1) this.#counters.uploadRetries++;
-        const attemptStart = this.#now();
-        const call = this.#putOnce(obj);
-        const stall = this.#watchForStall(obj);
-        const outcome = await Promise.race([
-          call.then(
-            (alreadyStored) => ({ alreadyStored }),
-            (error: unknown) => ({ error }),
-          ),
-          obj.expiry.promise,
-        ]).finally(() => clearTimeout(stall));
-        if (outcome === EXPIRED) {
-          abandoned = call;
-          failure = this.#deadlineFailure(obj, attempts, lastError);
-          this.#publishAttempt(attemptStart, {
-            objectKey: obj.key,
-            attempt: attempts,
-            error: failure,
-            retriable: false,
-            backoffMs: undefined,
-            alreadyStored: false,
-          });
-          break;
-        }
-        if ('alreadyStored' in outcome) {
-          this.#publishAttempt(attemptStart, {
-            objectKey: obj.key,
-            attempt: attempts,
-            error: undefined,
-            retriable: false,
-            backoffMs: undefined,
-            alreadyStored: outcome.alreadyStored,
-          });
-          break;
-        }
-        lastError = outcome.error;
-        if (++this.#failedAttemptsInARow >= this.#failedAttemptsBeforeDegraded) {
-          this.#health?.markDegraded(
-            `${this.#failedAttemptsInARow} store attempts in a row failed; last: ${errorMessage(lastError)}`,
-          );
-        }
-        const retriable = isObjectStoreError(lastError) && lastError.retriable;
-        const backoffMs = retriable
-          ? fullJitterBackoffMs(attempts, this.#retryBaseMs, this.#retryMaxMs)
-          : undefined;
-        this.#publishAttempt(attemptStart, {
-          objectKey: obj.key,
-          attempt: attempts,
-          error: lastError,
-          retriable,
-          backoffMs,
-          alreadyStored: false,
-        });
-        if (backoffMs === undefined) {
-          failure = new WalWriteError(
-            'UPLOAD_FAILED',
-            `${describeObject(obj)} was not stored: ${errorMessage(lastError)} (not retriable)`,
-            { objectKey: obj.key, attempts, cause: lastError },
-          );
-          break;
-        }
-        if (this.#now() + backoffMs >= obj.deadlineAtMs) {
-          failure = this.#deadlineFailure(obj, attempts, lastError);
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, backoffMs));
-      }
-    } finally {
-      obj.expiry.cancel();
-    }
-    this.#settle(obj, attempts, failure);
-    if (abandoned !== undefined) await abandoned.then(noop, noop);
-    this.#release(obj, true);
-  }
-
-  /**
-   * Resolves or rejects the object's tickets. Their handlers run as microtasks, after the caller's
-   * synchronous #release: whoever awaited a ticket sees its bytes gone from pendingBytes.
-   */
-  #settle(obj: SealedObject, attempts: number, failure: WalWriteError | undefined): void {
-    if (failure === undefined) {
-      this.#counters.objectsUploaded++;
-      this.#counters.bytesUploaded += obj.size;
-      this.#counters.batchesUploaded += obj.batchCount;
-      this.#failedAttemptsInARow = 0;
-      // A slow success proves little (a store slow for puts): only a prompt one makes it healthy;
-      // otherwise the StoreHealth probe decides.
-      if (this.#now() - obj.sealedAtMs <= this.#degradeAfterMs)
-        this.#health?.markHealthy('an object was stored');
-      obj.stored.resolve({ objectKey: obj.key, objectSize: obj.size, uploadedAtMs: this.#now() });
-    } else {
-      this.#counters.uploadFailures++;
-      this.#health?.markDegraded(failure.message);
-      obj.stored.reject(failure);
-    }
-    if (channels.uploadEnd.hasSubscribers) {
-      channels.uploadEnd.publish({
-        objectKey: obj.key,
-        size: obj.size,
-        batchCount: obj.batchCount,
-        attempts,
-        durationMs: this.#now() - obj.sealedAtMs,
-        error: failure,
-      } satisfies WalUploadEndEvent);
-    }
-    obj.settled.resolve();
-  }
-
-  /**
-   * One attempt: a put, and after ALREADY_EXISTS a head. Resolves true when the object turned out to
-   * be stored already (docs/object-store.md: a put retried after a lost response, by this loop or
-   * by the S3 SDK's own retries, meets its own earlier success).
-   */
-  async #putOnce(obj: SealedObject): Promise<boolean> {
-    try {
-      await this.#store.put(obj.key, obj.body);
-      return false;
-    } catch (err) {
-      if (!isObjectStoreError(err, 'WALPROXY_ERR_STORE_ALREADY_EXISTS')) throw err;
-      const head = await this.#store.head(obj.key);
-      // Same key and same size is ours: a foreign object would need the same broker id,
-      // millisecond, sequence and 48 random bits (object-key.ts), and then the same size too.
-      if (head?.size === obj.size) return true;
-      throw new ObjectStoreError(
-        'WALPROXY_ERR_STORE_ALREADY_EXISTS',
-        `${describeObject(obj)}: the key is taken by ${head === undefined ? 'an object that is gone again' : `an object of ${head.size} bytes`}, not this one`,
-        { key: obj.key, cause: err },
-      );
-    }
-  }
-
-  /** Marks the store degraded if this attempt is still outstanding after degradeAfterMs. */
-  #watchForStall(obj: SealedObject): NodeJS.Timeout | undefined {
-    const health = this.#health;
-    if (health === undefined) return undefined;
-    const timer = setTimeout(
-      () =>
-        health.markDegraded(
-          `the upload of ${describeObject(obj)} has been outstanding for more than ${this.#degradeAfterMs} ms`,
-        ),
-      this.#degradeAfterMs,
-    );
-    timer.unref();
-    return timer;
-  }
-
-  #deadlineFailure(obj: SealedObject, attempts: number, lastError: unknown): WalWriteError {
-    const when =
-      attempts === 0
-        ? `before a first attempt (it waited for one of ${this.#maxUploadsInFlight} upload slots)`
-        : `after ${attempts} attempt${attempts === 1 ? '' : 's'}`;
-    const last = lastError === undefined ? '' : `; last error: ${errorMessage(lastError)}`;
-    return new WalWriteError(
-      'UPLOAD_FAILED',
-      `${describeObject(obj)} was not stored: the upload deadline of ${this.#uploadDeadlineMs} ms passed ${when}${last}`,
-      { objectKey: obj.key, attempts, deadlineExceeded: true, cause: lastError },
-    );
-  }
-
-  #publishAttempt(startedAt: number, event: Omit<WalUploadAttemptEvent, 'durationMs'>): void {
-    if (!channels.uploadAttempt.hasSubscribers) return;
-    channels.uploadAttempt.publish({
-      ...event,
-      durationMs: this.#now() - startedAt,
-    } satisfies WalUploadAttemptEvent);
-  }
-
-  /** Gives back the object's bytes and, when it had one, its upload slot. */
-  #release(obj: SealedObject, heldSlot: boolean): void {
-    if (heldSlot) this.#uploadsInFlight--;
-    this.#pendingBytes -= obj.batchBytes;
-    this.#unreleased.delete(obj);
-    obj.released.resolve();
-    this.#pump();
+    this.#uploader.enqueue(sealed);
   }
 
   #refuse(
@@ -946,67 +480,5 @@ export class WalWriter {
     const durable = Promise.reject(new WalWriteError(kind, `batch refused: ${why}`));
     durable.catch(noop);
     return { durable, confirm: noop, reject: noop, group: NO_BUDGET, isPending: () => false };
-  }
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve(value: T): void;
-  reject(reason: unknown): void;
-}
-
-/** Promise.withResolvers needs Node 22; the project supports 20. */
-function deferred<T>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (reason: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-interface Timeout {
-  promise: Promise<typeof EXPIRED>;
-  cancel(): void;
-}
-
-function timeout(ms: number): Timeout {
-  let timer: NodeJS.Timeout | undefined;
-  const promise = new Promise<typeof EXPIRED>((resolve) => {
-    timer = setTimeout(() => resolve(EXPIRED), Math.max(0, ms));
-  });
-  return { promise, cancel: () => clearTimeout(timer) };
-}
-
-function describeObject(obj: SealedObject): string {
-  return `WAL object ${obj.key} (${obj.size} bytes, ${obj.batchCount} batches)`;
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-function checkInteger(value: number, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new RangeError(`${name} must be an integer in ${min}..${max}, got ${value}`);
-  }
-  return value;
-}
-
-function checkTargetBytes(value: number): number {
-  const { min, max } = WAL_WRITER_LIMITS.targetBytes;
-  return checkInteger(value, 'targetBytes', min, max);
-}
-
-function checkLingerMs(value: number): number {
-  const { min, max } = WAL_WRITER_LIMITS.lingerMs;
-  return checkInteger(value, 'lingerMs', min, max);
-}
-
-/** What append() checks at once for a tentative batch; the object checks the rest at confirm. */
-function checkTentativeBatch(batch: Buffer): void {
-  if (batch.length < 61 || batch.readInt8(16) !== 2 || batch.readInt32BE(8) + 12 !== batch.length) {
-    throw new WalFormatError('INVALID_BATCH', 'not exactly one magic v2 record batch');
   }
 }

@@ -1,0 +1,208 @@
+// The follower side's output frame (fetch-fill.ts): the broker's Fetch response with each filled
+// partition's records replaced by its rebuilt pieces and every walproxy tag removed (segment
+// lists, the trace context), so the follower's broker gets a stock response. Spliced in place
+// where the decoded views say where the fields lie, re-encoded through the codec otherwise.
+import {
+  encodeFetchResponse,
+  type FetchResponse,
+  type FetchResponsePartition,
+  PARTITION_SEGMENTS_TAG,
+  type RawTaggedField,
+  Reader,
+  WAL_TRACE_TAG,
+  Writer,
+} from '@walproxy/shared';
+import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
+import { type Rebuilt, writePieces } from './fetch-fill-rebuild.js';
+
+export function frameOf(header: Buffer, body: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + header.length + body.length);
+  out.writeInt32BE(header.length + body.length, 0);
+  header.copy(out, FRAME_SIZE_PREFIX_BYTES);
+  body.copy(out, FRAME_SIZE_PREFIX_BYTES + header.length);
+  return out;
+}
+
+function uvarintBytes(value: number): Buffer {
+  const w = new Writer(undefined, 5);
+  w.uvarint(value, 'uvarint');
+  return w.finish();
+}
+
+/** One rebuilt partition, for the output. */
+export interface Edit {
+  readonly partition: FetchResponsePartition;
+  readonly tag: RawTaggedField;
+  readonly rebuilt: Rebuilt;
+}
+
+/** Where the response's top-level WAL_TRACE_TAG lies in the frame, to be cut out. */
+interface TopCut {
+  /** The top-level tag count, the first tag after it. */
+  readonly countAt: number;
+  readonly firstTagAt: number;
+  /** The trace tag's bytes, header included. */
+  readonly tagAt: number;
+  readonly tagEnd: number;
+  readonly newCount: Buffer;
+}
+
+function tagHeaderOf(field: RawTaggedField): Buffer {
+  return Buffer.concat([uvarintBytes(field.tag), uvarintBytes(field.data.length)]);
+}
+
+/**
+ * The trace tag's place in the response's top-level tag section, the frame's last bytes; undefined
+ * when the decoded views do not say it (a NodeEndpoints tag, decoded rather than kept raw, hides
+ * where the section starts): the caller then re-encodes.
+ */
+function topCutOf(frame: Buffer, response: FetchResponse, trace: RawTaggedField): TopCut | undefined {
+  const raw = response.taggedFields ?? [];
+  if (response.nodeEndpoints !== undefined || raw.some((t) => t.data.buffer !== frame.buffer))
+    return undefined;
+  const at = (t: RawTaggedField) => t.data.byteOffset - frame.byteOffset;
+  const first = raw[0]!;
+  const last = raw.at(-1)!;
+  const firstTagAt = at(first) - tagHeaderOf(first).length;
+  const count = uvarintBytes(raw.length);
+  const countAt = firstTagAt - count.length;
+  const traceHeader = tagHeaderOf(trace);
+  const tagAt = at(trace) - traceHeader.length;
+  if (
+    countAt < 0 ||
+    at(last) + last.data.length !== frame.length ||
+    !frame.subarray(countAt, firstTagAt).equals(count) ||
+    !frame.subarray(tagAt, at(trace)).equals(traceHeader)
+  )
+    return undefined;
+  return {
+    countAt,
+    firstTagAt,
+    tagAt,
+    tagEnd: at(trace) + trace.data.length,
+    newCount: uvarintBytes(raw.length - 1),
+  };
+}
+
+/**
+ * The response frame with each edited partition's records replaced by its pieces and its segment
+ * list dropped (and the trace tag, `top`), written into one buffer: every other byte is copied
+ * from the broker's frame as it is, and each filled byte is copied once, from the object cache to
+ * the output. Undefined when a partition's fields are not where the decoded views say (null
+ * records, say): the caller then re-encodes.
+ */
+function splice(frame: Buffer, edits: readonly Edit[], top?: TopCut): Buffer | undefined {
+  const cuts: {
+    edit: Edit;
+    /** Where the records' length varint starts, and the first tag after the tag count. */
+    lengthAt: number;
+    firstTagAt: number;
+    /** Our tag's bytes, header included. */
+    tagAt: number;
+    tagEnd: number;
+    newLength: Buffer;
+    newCount: Buffer;
+  }[] = [];
+  for (const edit of edits) {
+    const { records } = edit.partition;
+    const data = edit.tag.data;
+    if (records === null || records.buffer !== frame.buffer || data.buffer !== frame.buffer) return undefined;
+    const recordsAt = records.byteOffset - frame.byteOffset;
+    const oldLength = uvarintBytes(records.length + 1);
+    const lengthAt = recordsAt - oldLength.length;
+    if (lengthAt < 0 || !frame.subarray(lengthAt, recordsAt).equals(oldLength)) return undefined;
+    const tags = new Reader(frame, undefined, recordsAt + records.length);
+    let count: number;
+    try {
+      count = tags.uvarint('TaggedFields');
+    } catch {
+      return undefined;
+    }
+    const dataAt = data.byteOffset - frame.byteOffset;
+    const tagHeader = Buffer.concat([uvarintBytes(PARTITION_SEGMENTS_TAG), uvarintBytes(data.length)]);
+    const tagAt = dataAt - tagHeader.length;
+    if (count < 1 || tagAt < tags.offset || !frame.subarray(tagAt, dataAt).equals(tagHeader))
+      return undefined;
+    cuts.push({
+      edit,
+      lengthAt,
+      firstTagAt: tags.offset,
+      tagAt,
+      tagEnd: dataAt + data.length,
+      newLength: uvarintBytes(edit.rebuilt.length + 1),
+      newCount: uvarintBytes(count - 1),
+    });
+  }
+  cuts.sort((a, b) => a.lengthAt - b.lengthAt);
+  let size = frame.length;
+  let cursor = 0;
+  for (const c of cuts) {
+    if (c.lengthAt < cursor) return undefined;
+    size += c.newLength.length + c.edit.rebuilt.length + c.newCount.length;
+    size -= c.firstTagAt - c.lengthAt + (c.tagEnd - c.tagAt);
+    cursor = c.tagEnd;
+  }
+  if (top !== undefined) {
+    if (top.countAt < cursor) return undefined;
+    size += top.newCount.length - (top.firstTagAt - top.countAt) - (top.tagEnd - top.tagAt);
+  }
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  cursor = 0;
+  for (const c of cuts) {
+    at += frame.copy(out, at, cursor, c.lengthAt);
+    at += c.newLength.copy(out, at);
+    at = writePieces(out, at, c.edit.rebuilt.pieces);
+    at += c.newCount.copy(out, at);
+    at += frame.copy(out, at, c.firstTagAt, c.tagAt);
+    cursor = c.tagEnd;
+  }
+  if (top !== undefined) {
+    at += frame.copy(out, at, cursor, top.countAt);
+    at += top.newCount.copy(out, at);
+    at += frame.copy(out, at, top.firstTagAt, top.tagAt);
+    cursor = top.tagEnd;
+  }
+  frame.copy(out, at, cursor);
+  out.writeInt32BE(size - FRAME_SIZE_PREFIX_BYTES, 0);
+  return out;
+}
+
+/**
+ * The output frame: spliced where the views allow it, re-encoded otherwise, without any walproxy
+ * tag (segment lists, the trace context) — the follower's broker gets a stock response.
+ */
+export function rebuildFrame(
+  frame: Buffer,
+  headerLength: number,
+  response: FetchResponse,
+  edits: readonly Edit[],
+  version: number,
+  trace: RawTaggedField | undefined,
+): Buffer {
+  const top = trace === undefined ? undefined : topCutOf(frame, response, trace);
+  const spliced = trace === undefined || top !== undefined ? splice(frame, edits, top) : undefined;
+  return spliced ?? reencode(frame, headerLength, response, edits, version);
+}
+
+/** The same response through the codec: for frames splice cannot edit in place. */
+function reencode(
+  frame: Buffer,
+  headerLength: number,
+  response: FetchResponse,
+  edits: readonly Edit[],
+  version: number,
+): Buffer {
+  for (const { partition, rebuilt } of edits) {
+    const records = Buffer.allocUnsafe(rebuilt.length);
+    writePieces(records, 0, rebuilt.pieces);
+    // Since 4.0 brokers write empty records, never null, for librdkafka's sake (kafka-protocol.md §1).
+    partition.records = records;
+    const rest = partition.taggedFields?.filter((f) => f.tag !== PARTITION_SEGMENTS_TAG) ?? [];
+    partition.taggedFields = rest.length === 0 ? undefined : rest;
+  }
+  const rest = response.taggedFields?.filter((f) => f.tag !== WAL_TRACE_TAG) ?? [];
+  response.taggedFields = rest.length === 0 ? undefined : rest;
+  const header = frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength);
+  return frameOf(header, encodeFetchResponse(response, version));
+}
