@@ -1,0 +1,49 @@
+// What scripts/check-imports.mjs lets through today, each with its reason. An entry that no longer
+// matches a violation fails the check: remove it in the change that fixes it.
+const BEING_SPLIT = 'being split, issue #25';
+const FLAG_FLOOR = 'flag parsing moves to proxy/src/config/, issue #25';
+
+export const ALLOW = {
+  imports: [
+    { from: 'proxy/src/config.ts', to: 'proxy/src/cli/flag-values.ts', reason: FLAG_FLOOR },
+    { from: 'proxy/src/config.ts', to: 'proxy/src/cli/security-flags.ts', reason: FLAG_FLOOR },
+    { from: 'proxy/src/index.ts', to: 'proxy/src/cli/security-flags.ts', reason: FLAG_FLOOR },
+    { from: 'proxy/src/zone/zone-config.ts', to: 'proxy/src/cli/flag-values.ts', reason: FLAG_FLOOR },
+    { from: 'proxy/src/zone/zone-config.ts', to: 'proxy/src/cli/s3-flags.ts', reason: FLAG_FLOOR },
+    { from: 'proxy/src/zone/zone-config.ts', to: 'yargs', reason: FLAG_FLOOR },
+    { from: 'proxy/src/store/s3-options.ts', to: 'yargs', reason: FLAG_FLOOR },
+    { from: 'proxy/src/tools/options.ts', to: 'yargs', reason: FLAG_FLOOR },
+  ],
+  circles: [
+    {
+      files: ['proxy/src/config.ts', 'proxy/src/zone/zone-config.ts'],
+      reason: `${FLAG_FLOOR}: host:port parsing goes to config/flag-values.ts, below both`,
+    },
+  ],
+  lines: [
+    { file: 'proxy/src/filters/fetch-fill.ts', reason: BEING_SPLIT },
+    { file: 'proxy/src/filters/fetch-strip.ts', reason: BEING_SPLIT },
+    { file: 'proxy/src/wal/wal-writer.ts', reason: BEING_SPLIT },
+    { file: 'proxy/src/sidecar.ts', reason: BEING_SPLIT },
+    {
+      file: 'proxy/src/zone/zone-produce.ts',
+      reason:
+        'one class (ZoneProduce, ~550 lines) holding one connection state machine (login, candidates, fill, answer); not split yet: issue #25 named the four largest first',
+    },
+    {
+      file: 'proxy/src/store/s3-data-path.ts',
+      reason:
+        'one class (S3DataPath) for PUT/GET/HEAD without the SDK stack, with its signing and error mapping; not split yet: issue #25 named the four largest first',
+    },
+    {
+      file: 'e2e/src/cluster/kafka-cluster.ts',
+      reason:
+        'the test harness (not shipped): one KafkaCluster class starting brokers, controllers and sidecars; not split yet',
+    },
+    {
+      file: 'e2e/src/s3/store-front-process.ts',
+      reason:
+        'the test harness (not shipped): one process, the store front and its fault modes, by design only node builtins; not split yet',
+    },
+  ],
+};
