@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
-import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config.js';
+import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config/sidecar-config.js';
 import { objectEconomics } from './cost/economics.js';
 import { priceSidecar } from './cost/live.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';

@@ -1,13 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { Argv } from 'yargs';
-import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
+import { s3EncryptionFlagOptions, s3FlagOptions } from '../config/s3-flags.js';
+import { securityFlagOptions } from '../config/security-flags.js';
+import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config/sidecar-config.js';
+import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../config/telemetry-flags.js';
+import { zoneFlagOptions } from '../config/zone-flags.js';
 import { createLogger } from '../log.js';
 import { Sidecar, SidecarConfigError } from '../sidecar.js';
-import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../telemetry/options.js';
-import { zoneFlagOptions } from '../zone/zone-config.js';
-import { s3EncryptionFlagOptions, s3FlagOptions } from './s3-flags.js';
-import { securityFlagOptions } from './security-flags.js';
 
 export const EXIT_CONFIG_ERROR = 2;
 

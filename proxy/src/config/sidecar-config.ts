@@ -1,23 +1,32 @@
+// `walproxy sidecar`'s flags (raw values as yargs collects them) into one validated SidecarConfig.
 import { readFileSync } from 'node:fs';
-import { addressTemplate, brokerAddresses, brokerIds, list, present } from './cli/flag-values.js';
+import { DEFAULT_PRICES, mergePrices, type PriceTable } from '../cost/prices.js';
+import { FETCH_FILL_DEADLINE_MS } from '../filters/fetch-fill.js';
+import { MIN_MEMORY_LIMIT_BYTES } from '../memory-budget.js';
+import type { HostPort } from '../net/proxy-listener.js';
+import type { ObjectStoreOptions } from '../store/index.js';
+import { parseTopicConfig, type TopicRule, type TopicSettings } from '../topics/topic-policy.js';
+import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from '../wal/index.js';
+import { PEER_STORE_DEFAULTS } from '../wal/peer-store-readers.js';
+import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from '../wal/sealing-policy.js';
+import {
+  addressTemplate,
+  brokerAddresses,
+  brokerIds,
+  FlagErrors,
+  list,
+  parseHostPort,
+  present,
+} from './flag-values.js';
+import { parseS3EncryptionFlags, parseS3Flags } from './s3-flags.js';
 import {
   type KafkaClientSecurity,
   type ListenerTlsConfig,
   type PeerTlsConfig,
   parseSecurityFlags,
   SECURITY_DEFAULTS,
-} from './cli/security-flags.js';
-import { DEFAULT_PRICES, mergePrices, type PriceTable } from './cost/prices.js';
-import { FETCH_FILL_DEADLINE_MS } from './filters/fetch-fill.js';
-import { MIN_MEMORY_LIMIT_BYTES } from './memory-budget.js';
-import type { HostPort } from './net/proxy-listener.js';
-import type { ObjectStoreOptions } from './store/index.js';
-import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
-import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
-import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
-import { PEER_STORE_DEFAULTS } from './wal/peer-store-readers.js';
-import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from './wal/sealing-policy.js';
-import { parseZoneConfig, type ZoneConfig } from './zone/zone-config.js';
+} from './security-flags.js';
+import { parseZoneConfig, type ZoneConfig } from './zone-flags.js';
 
 /** The WAL (leader side): where objects go, which topics, how they are packed. */
 export interface WalConfig {
@@ -164,19 +173,10 @@ export const SIDECAR_DEFAULTS = {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-class Errors {
-  readonly list: string[] = [];
-  add(flag: string, message: string): void {
-    // Files shared by two settings (the egress inherits the replication ingress's) report once.
-    const line = `--${flag}: ${message}`;
-    if (!this.list.includes(line)) this.list.push(line);
-  }
-}
-
 function hostPort(
   raw: RawSidecarOptions,
   flag: string,
-  errors: Errors,
+  errors: FlagErrors,
   required: boolean,
 ): HostPort | undefined {
   const value = raw[flag];
@@ -190,18 +190,10 @@ function hostPort(
   return undefined;
 }
 
-export function parseHostPort(text: string): HostPort | string {
-  const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d+)$/.exec(text.trim());
-  if (!match) return `'${text}' is not host:port`;
-  const port = Number(match[2]);
-  if (port < 1 || port > 65_535) return `port ${port} in '${text}' is outside 1-65535`;
-  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
-}
-
 function integer(
   raw: RawSidecarOptions,
   flag: string,
-  errors: Errors,
+  errors: FlagErrors,
   min: number,
   max: number,
 ): number | undefined {
@@ -220,7 +212,7 @@ function integer(
  * line naming the flag and the reason.
  */
 export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarConfig } | { errors: string[] } {
-  const errors = new Errors();
+  const errors = new FlagErrors();
   const withDefaults: RawSidecarOptions = {
     ...SIDECAR_DEFAULTS,
     ...Object.fromEntries(Object.entries(raw).filter(([, v]) => present(v))),
@@ -364,7 +356,7 @@ export function zoneIngressAuthRefusal(replicationTls: ListenerTlsConfig | undef
  */
 function parseControllerFlags(
   raw: RawSidecarOptions,
-  errors: Errors,
+  errors: FlagErrors,
   taken: { host: string; ports: number[] },
 ): { base?: number; host: string; addresses: Map<number, HostPort> } {
   const host = String(raw['controller-listen-host']);
@@ -404,7 +396,7 @@ function parseControllerFlags(
   return { ...(base !== undefined ? { base } : {}), host, addresses };
 }
 
-function bool(raw: RawSidecarOptions, flag: string, errors: Errors): boolean | undefined {
+function bool(raw: RawSidecarOptions, flag: string, errors: FlagErrors): boolean | undefined {
   const value = raw[flag];
   if (value === true || value === 'true') return true;
   if (value === false || value === 'false') return false;
@@ -414,7 +406,7 @@ function bool(raw: RawSidecarOptions, flag: string, errors: Errors): boolean | u
 
 function parseWalConfig(
   raw: RawSidecarOptions,
-  errors: Errors,
+  errors: FlagErrors,
   clientUpstream: HostPort | undefined,
   metadataClient: KafkaClientSecurity,
 ): WalConfig | undefined {
@@ -514,7 +506,7 @@ function parseWalConfig(
   };
 }
 
-function parseCostPolicy(raw: RawSidecarOptions, errors: Errors): CostPolicyConfig | undefined {
+function parseCostPolicy(raw: RawSidecarOptions, errors: FlagErrors): CostPolicyConfig | undefined {
   let prices: PriceTable | undefined = DEFAULT_PRICES;
   if (present(raw['cost-prices'])) {
     const file = String(raw['cost-prices']);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseSidecarConfig, peerAddress } from '../src/config.js';
+import { parseSidecarConfig, peerAddress } from '../../src/config/sidecar-config.js';
 
 const minimal = {
   'broker-id': '1',

@@ -1,10 +1,16 @@
 // The `--zone*` flags of `walproxy sidecar` (issue #15, docs/zone-local.md) and their validation.
 // With `--zone` unset the sidecar routes nothing by zone and every client works as before.
 import type { Argv } from 'yargs';
-import { addressTemplate, brokerAddresses, brokerIds, list, present } from '../cli/flag-values.js';
-import type { FlagErrorSink } from '../cli/s3-flags.js';
-import { parseHostPort } from '../config.js';
 import type { HostPort } from '../net/proxy-listener.js';
+import {
+  addressTemplate,
+  brokerAddresses,
+  brokerIds,
+  type FlagErrorSink,
+  list,
+  parseHostPort,
+  present,
+} from './flag-values.js';
 
 /** Zone-local routing: where zone-aware clients are sent and which listeners carry them. */
 export interface ZoneConfig {

@@ -1,14 +1,14 @@
-// The `--s3-*` flags and their parsing into store options. They live beside the store they
-// configure, so that `config.ts` (the sidecar) and `tools/` (the operator commands) both take
-// them from the store layer instead of from `cli/`.
+// The `--s3-*` flags and the operator commands' `--store-url`/`--prefix`, and their parsing into
+// store options: `walproxy sidecar` (sidecar-config.ts) and the `walproxy wal` tools point at a
+// store the same way.
 import type { Argv } from 'yargs';
-import type { ObjectStoreOptions } from './open-object-store.js';
-import { isDirectoryBucket, S3_SERVER_SIDE_ENCRYPTIONS, type S3ServerSideEncryption } from './s3-names.js';
-
-/** How flag parsers collect errors: one line per bad setting, named by flag. */
-export interface FlagErrorSink {
-  add(flag: string, message: string): void;
-}
+import type { ObjectStoreOptions } from '../store/open-object-store.js';
+import {
+  isDirectoryBucket,
+  S3_SERVER_SIDE_ENCRYPTIONS,
+  type S3ServerSideEncryption,
+} from '../store/s3-names.js';
+import { type FlagErrorSink, present } from './flag-values.js';
 
 /**
  * The S3 client flags, shared by `walproxy sidecar` and the `walproxy wal` tools so an operator
@@ -33,10 +33,6 @@ export function s3FlagOptions<T>(yargs: Argv<T>): Argv<T> {
       describe:
         'sign directory-bucket requests with plain SigV4 instead of CreateSession (emulators only; true/false)',
     });
-}
-
-function present(value: unknown): boolean {
-  return value !== undefined && value !== null && value !== '';
 }
 
 function lastText(value: unknown): string {
@@ -121,4 +117,37 @@ export function parseS3EncryptionFlags(
     serverSideEncryption: sse as S3ServerSideEncryption,
     ...(keyId !== undefined ? { sseKmsKeyId: keyId } : {}),
   };
+}
+
+/** The object store flags, named as the sidecar names them (`--wal-store-url` is `--store-url` here). */
+export function storeOptions<T>(yargs: Argv<T>, withPrefix = true): Argv<T> {
+  const withStore = s3FlagOptions(yargs).option('store-url', {
+    type: 'string',
+    describe: 'where the WAL objects are, as the sidecars were given it: s3://bucket/prefix or file:///dir',
+  });
+  if (!withPrefix) return withStore;
+  return withStore.option('prefix', {
+    type: 'string',
+    describe: "only keys starting with this (relative to the store URL), e.g. '2026/01/02/'",
+    default: '',
+  });
+}
+
+export interface StoreFlags {
+  url: string;
+  options: ObjectStoreOptions;
+  prefix: string;
+}
+
+/** Credentials come from the AWS SDK's default chain; they are never flags. */
+export function parseStoreFlags(raw: Record<string, unknown>, errors: FlagErrorSink): StoreFlags | undefined {
+  const url = present(raw['store-url']) ? String(raw['store-url']) : undefined;
+  if (url === undefined) errors.add('store-url', 'is required (s3://bucket/prefix or file:///dir)');
+  else if (!/^(s3|file):\/\//.test(url))
+    errors.add('store-url', `'${url}' is not s3://bucket/prefix or file:///dir`);
+  const options = parseS3Flags(raw, errors);
+  const prefix = present(raw.prefix) ? String(raw.prefix) : '';
+  if (prefix.startsWith('/') || prefix.includes('//'))
+    errors.add('prefix', `'${prefix}' must not start with "/" or contain "//"`);
+  return url === undefined ? undefined : { url, options, prefix };
 }

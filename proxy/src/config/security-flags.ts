@@ -18,7 +18,7 @@ import {
   type TlsFileRole,
   type TlsFiles,
 } from '../net/tls-material.js';
-import type { FlagErrorSink } from './s3-flags.js';
+import type { FlagErrorSink } from './flag-values.js';
 
 /** TLS termination on an ingress listener. */
 export interface ListenerTlsConfig {

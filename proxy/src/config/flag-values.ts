@@ -1,28 +1,92 @@
-// Flag parsing shared by the operator commands (`walproxy wal …`, `walproxy cost`): every bad value
-// becomes one line naming its flag, all reported at once, exit code 2 — the sidecar's style.
-import type { Argv } from 'yargs';
-import type { ObjectStoreOptions } from '../store/index.js';
-import { parseS3Flags, s3FlagOptions } from '../store/s3-options.js';
+// The one floor every flag parser stands on (the sidecar's option groups in this folder and the
+// operator commands in cli/): one error sink, and the value parsers — lists, host:port, broker-id
+// maps, address templates, numbers, bytes and durations with units, booleans — that read a value
+// the same way and refuse it with the same words wherever the flag is.
+import type { HostPort } from '../net/proxy-listener.js';
 
-export const EXIT_PROBLEMS = 1;
-export const EXIT_CONFIG_ERROR = 2;
+/** How flag parsers collect errors: one line per bad setting, named by flag. */
+export interface FlagErrorSink {
+  add(flag: string, message: string): void;
+}
 
-/** Collects `--flag: reason` lines. */
-export class FlagErrors {
+/** Collects `--flag: reason` lines, so an operator sees every bad setting of one run at once. */
+export class FlagErrors implements FlagErrorSink {
   readonly list: string[] = [];
   add(flag: string, message: string): void {
-    this.list.push(`--${flag}: ${message}`);
-  }
-  /** Writes every error as `walproxy <command>: --flag: reason` and exits 2 when there is any. */
-  exitIfAny(command: string): void {
-    if (this.list.length === 0) return;
-    for (const line of this.list) process.stderr.write(`walproxy ${command}: ${line}\n`);
-    process.exit(EXIT_CONFIG_ERROR);
+    // Files shared by two settings (the egress inherits the replication ingress's) report once.
+    const line = `--${flag}: ${message}`;
+    if (!this.list.includes(line)) this.list.push(line);
   }
 }
 
 export function present(value: unknown): boolean {
   return value !== undefined && value !== null && value !== '';
+}
+
+export function parseHostPort(text: string): HostPort | string {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d+)$/.exec(text.trim());
+  if (!match) return `'${text}' is not host:port`;
+  const port = Number(match[2]);
+  if (port < 1 || port > 65_535) return `port ${port} in '${text}' is outside 1-65535`;
+  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+/** A repeatable, comma-separable flag's values, trimmed, empty ones dropped. */
+export function list(value: unknown): string[] {
+  if (!present(value)) return [];
+  const items = Array.isArray(value) ? value : [value];
+  return items
+    .flatMap((item) => String(item).split(','))
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+/** `<broker-id>=<host:port>` entries of `flag`, by broker id; a bad entry is reported and skipped. */
+export function brokerAddresses(
+  entries: string[],
+  flag: string,
+  parseHostPort: (text: string) => HostPort | string,
+  errors: FlagErrorSink,
+): Map<number, HostPort> {
+  const addresses = new Map<number, HostPort>();
+  for (const entry of entries) {
+    const match = /^(\d+)=(.+)$/.exec(entry);
+    const address = match ? parseHostPort(match[2]!) : undefined;
+    if (!match || typeof address !== 'object') {
+      errors.add(flag, `'${entry}' is not <broker-id>=<host:port>`);
+      continue;
+    }
+    addresses.set(Number(match[1]), address);
+  }
+  return addresses;
+}
+
+/** A `host:port` template with `{id}` for the broker id (`example` shows one); undefined when unset. */
+export function addressTemplate(
+  value: unknown,
+  flag: string,
+  example: string,
+  parseHostPort: (text: string) => HostPort | string,
+  errors: FlagErrorSink,
+): string | undefined {
+  const template = present(value) ? String(value) : undefined;
+  if (
+    template !== undefined &&
+    (!template.includes('{id}') || typeof parseHostPort(template.replaceAll('{id}', '0')) === 'string')
+  ) {
+    errors.add(flag, `'${template}' must be host:port containing {id}, e.g. ${example}`);
+  }
+  return template;
+}
+
+/** Broker ids of a list flag; a value that is not one is reported and skipped. */
+export function brokerIds(entries: string[], flag: string, errors: FlagErrorSink): number[] {
+  const ids: number[] = [];
+  for (const id of entries) {
+    if (!/^\d+$/.test(id)) errors.add(flag, `'${id}' is not a broker id`);
+    else ids.push(Number(id));
+  }
+  return ids;
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -101,7 +165,7 @@ export function parseBool(text: string): boolean | string {
 export function flag<T>(
   raw: Record<string, unknown>,
   name: string,
-  errors: FlagErrors,
+  errors: FlagErrorSink,
   parse: (text: string) => T | string,
 ): T | undefined {
   const value = raw[name];
@@ -113,56 +177,4 @@ export function flag<T>(
     return undefined;
   }
   return parsed;
-}
-
-/** The object store flags, named as the sidecar names them (`--wal-store-url` is `--store-url` here). */
-export function storeOptions<T>(yargs: Argv<T>, withPrefix = true): Argv<T> {
-  const withStore = s3FlagOptions(yargs).option('store-url', {
-    type: 'string',
-    describe: 'where the WAL objects are, as the sidecars were given it: s3://bucket/prefix or file:///dir',
-  });
-  if (!withPrefix) return withStore;
-  return withStore.option('prefix', {
-    type: 'string',
-    describe: "only keys starting with this (relative to the store URL), e.g. '2026/01/02/'",
-    default: '',
-  });
-}
-
-export interface StoreFlags {
-  url: string;
-  options: ObjectStoreOptions;
-  prefix: string;
-}
-
-/** Credentials come from the AWS SDK's default chain; they are never flags. */
-export function parseStoreFlags(raw: Record<string, unknown>, errors: FlagErrors): StoreFlags | undefined {
-  const url = present(raw['store-url']) ? String(raw['store-url']) : undefined;
-  if (url === undefined) errors.add('store-url', 'is required (s3://bucket/prefix or file:///dir)');
-  else if (!/^(s3|file):\/\//.test(url))
-    errors.add('store-url', `'${url}' is not s3://bucket/prefix or file:///dir`);
-  const options = parseS3Flags(raw, errors);
-  const prefix = present(raw.prefix) ? String(raw.prefix) : '';
-  if (prefix.startsWith('/') || prefix.includes('//'))
-    errors.add('prefix', `'${prefix}' must not start with "/" or contain "//"`);
-  return url === undefined ? undefined : { url, options, prefix };
-}
-
-/** Writes a progress line on a terminal only (stderr), at most every 100 ms; silent when piped. */
-export class Progress {
-  private last = 0;
-  private shown = false;
-  constructor(private readonly enabled = process.stderr.isTTY === true) {}
-  update(text: string): void {
-    if (!this.enabled) return;
-    const now = Date.now();
-    if (now - this.last < 100) return;
-    this.last = now;
-    this.shown = true;
-    process.stderr.write(`\r\x1b[K${text}`);
-  }
-  done(): void {
-    if (this.shown) process.stderr.write('\r\x1b[K');
-    this.shown = false;
-  }
 }
