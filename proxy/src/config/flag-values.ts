@@ -19,8 +19,16 @@ export class FlagErrors implements FlagErrorSink {
   }
 }
 
+/** Set: a flag yargs left out, or set to nothing (`--x=`), counts as unset everywhere. */
 export function present(value: unknown): boolean {
   return value !== undefined && value !== null && value !== '';
+}
+
+/** A flag's value as text, undefined when unset; given several times, the last one wins. */
+export function flagText(raw: Record<string, unknown>, name: string): string | undefined {
+  const value = raw[name];
+  if (!present(value)) return undefined;
+  return Array.isArray(value) ? String(value.at(-1)) : String(value);
 }
 
 export function parseHostPort(text: string): HostPort | string {
@@ -154,10 +162,13 @@ export function parseNumber(text: string, min: number, max: number, integer = fa
   return value;
 }
 
+/**
+ * `true` or `false`, exactly as the help says (a YAML file's booleans arrive as the same words).
+ * The flags stay strings for yargs: e2e harnesses and deployments pass `--x=true`.
+ */
 export function parseBool(text: string): boolean | string {
-  const t = String(text).trim().toLowerCase();
-  if (t === 'true') return true;
-  if (t === 'false') return false;
+  if (text === 'true') return true;
+  if (text === 'false') return false;
   return `'${text}' is not true or false`;
 }
 
@@ -168,13 +179,30 @@ export function flag<T>(
   errors: FlagErrorSink,
   parse: (text: string) => T | string,
 ): T | undefined {
-  const value = raw[name];
-  if (!present(value)) return undefined;
-  const text = Array.isArray(value) ? String(value.at(-1)) : String(value);
+  const text = flagText(raw, name);
+  if (text === undefined) return undefined;
   const parsed = parse(text);
   if (typeof parsed === 'string') {
     errors.add(name, parsed);
     return undefined;
   }
   return parsed;
+}
+
+/** A true/false flag; undefined when unset. */
+export function boolFlag(
+  raw: Record<string, unknown>,
+  name: string,
+  errors: FlagErrorSink,
+): boolean | undefined {
+  return flag(raw, name, errors, parseBool);
+}
+
+/** A host:port flag; undefined when unset. */
+export function hostPortFlag(
+  raw: Record<string, unknown>,
+  name: string,
+  errors: FlagErrorSink,
+): HostPort | undefined {
+  return flag(raw, name, errors, parseHostPort);
 }

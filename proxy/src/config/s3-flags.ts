@@ -8,7 +8,7 @@ import {
   S3_SERVER_SIDE_ENCRYPTIONS,
   type S3ServerSideEncryption,
 } from '../store/s3-names.js';
-import { type FlagErrorSink, present } from './flag-values.js';
+import { boolFlag, type FlagErrorSink, flagText, present } from './flag-values.js';
 
 /**
  * The S3 client flags, shared by `walproxy sidecar` and the `walproxy wal` tools so an operator
@@ -35,24 +35,12 @@ export function s3FlagOptions<T>(yargs: Argv<T>): Argv<T> {
     });
 }
 
-function lastText(value: unknown): string {
-  return Array.isArray(value) ? String(value.at(-1)) : String(value);
-}
-
-function bool(raw: Record<string, unknown>, flag: string, errors: FlagErrorSink): boolean | undefined {
-  if (!present(raw[flag])) return undefined;
-  const text = lastText(raw[flag]);
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  errors.add(flag, `'${text}' is not true or false`);
-  return undefined;
-}
-
 export function parseS3Flags(raw: Record<string, unknown>, errors: FlagErrorSink): ObjectStoreOptions {
   const options: ObjectStoreOptions = {};
-  if (present(raw['s3-region'])) options.region = lastText(raw['s3-region']);
-  if (present(raw['s3-endpoint'])) {
-    const endpoint = lastText(raw['s3-endpoint']);
+  const region = flagText(raw, 's3-region');
+  if (region !== undefined) options.region = region;
+  const endpoint = flagText(raw, 's3-endpoint');
+  if (endpoint !== undefined) {
     try {
       new URL(endpoint);
       options.endpoint = endpoint;
@@ -60,9 +48,9 @@ export function parseS3Flags(raw: Record<string, unknown>, errors: FlagErrorSink
       errors.add('s3-endpoint', `'${endpoint}' is not a URL (e.g. http://127.0.0.1:9000)`);
     }
   }
-  const pathStyle = bool(raw, 's3-force-path-style', errors);
+  const pathStyle = boolFlag(raw, 's3-force-path-style', errors);
   if (pathStyle !== undefined) options.forcePathStyle = pathStyle;
-  const noSession = bool(raw, 's3-disable-express-session-auth', errors);
+  const noSession = boolFlag(raw, 's3-disable-express-session-auth', errors);
   if (noSession !== undefined) options.disableS3ExpressSessionAuth = noSession;
   return options;
 }
@@ -92,8 +80,8 @@ export function parseS3EncryptionFlags(
   errors: FlagErrorSink,
   storeUrl: string,
 ): Pick<ObjectStoreOptions, 'serverSideEncryption' | 'sseKmsKeyId'> {
-  const sse = present(raw['s3-sse']) ? lastText(raw['s3-sse']) : 'none';
-  const keyId = present(raw['s3-sse-kms-key-id']) ? lastText(raw['s3-sse-kms-key-id']) : undefined;
+  const sse = flagText(raw, 's3-sse') ?? 'none';
+  const keyId = flagText(raw, 's3-sse-kms-key-id');
   if (sse !== 'none' && !(S3_SERVER_SIDE_ENCRYPTIONS as readonly string[]).includes(sse)) {
     errors.add('s3-sse', `'${sse}' is not none, AES256 or aws:kms`);
     return {};

@@ -11,9 +11,11 @@ import { PEER_STORE_DEFAULTS } from '../wal/peer-store-readers.js';
 import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from '../wal/sealing-policy.js';
 import {
   addressTemplate,
+  boolFlag,
   brokerAddresses,
   brokerIds,
   FlagErrors,
+  hostPortFlag,
   list,
   parseHostPort,
   present,
@@ -179,15 +181,8 @@ function hostPort(
   errors: FlagErrors,
   required: boolean,
 ): HostPort | undefined {
-  const value = raw[flag];
-  if (!present(value)) {
-    if (required) errors.add(flag, 'is required (host:port)');
-    return undefined;
-  }
-  const parsed = parseHostPort(String(value));
-  if (typeof parsed === 'string') errors.add(flag, parsed);
-  else return parsed;
-  return undefined;
+  if (required && !present(raw[flag])) errors.add(flag, 'is required (host:port)');
+  return hostPortFlag(raw, flag, errors);
 }
 
 function integer(
@@ -287,7 +282,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     2 ** 50,
   );
   const drainTimeoutMs = integer(withDefaults, 'drain-timeout-ms', errors, 0, 600_000);
-  const fenceOnStop = bool(withDefaults, 'fence-on-stop', errors);
+  const fenceOnStop = boolFlag(withDefaults, 'fence-on-stop', errors);
   const logLevel = String(withDefaults['log-level']);
   if (!LOG_LEVELS.includes(logLevel))
     errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
@@ -396,14 +391,6 @@ function parseControllerFlags(
   return { ...(base !== undefined ? { base } : {}), host, addresses };
 }
 
-function bool(raw: RawSidecarOptions, flag: string, errors: FlagErrors): boolean | undefined {
-  const value = raw[flag];
-  if (value === true || value === 'true') return true;
-  if (value === false || value === 'false') return false;
-  errors.add(flag, `'${value}' is not true or false`);
-  return undefined;
-}
-
 function parseWalConfig(
   raw: RawSidecarOptions,
   errors: FlagErrors,
@@ -446,7 +433,7 @@ function parseWalConfig(
       LATENCY_BUDGET_LIMITS.max,
     ),
     targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
-    durableAck: bool(raw, 'wal-durable-ack', errors),
+    durableAck: boolFlag(raw, 'wal-durable-ack', errors),
     mode: 'auto',
     maxHoldMs,
     zoneLocal: false,
@@ -489,7 +476,7 @@ function parseWalConfig(
     uploadDeadlineMs: uploadDeadlineMs!,
     ...(maxPendingBytes !== undefined ? { maxPendingBytes } : {}),
     degradeAfterMs: degradeAfterMs!,
-    sealWhenProducersWait: bool(raw, 'wal-seal-when-producers-wait', errors) ?? true,
+    sealWhenProducersWait: boolFlag(raw, 'wal-seal-when-producers-wait', errors) ?? true,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
     readStoreMaxOpen: readStoreMaxOpen!,

@@ -4,9 +4,11 @@ import type { Argv } from 'yargs';
 import type { HostPort } from '../net/proxy-listener.js';
 import {
   addressTemplate,
+  boolFlag,
   brokerAddresses,
   brokerIds,
   type FlagErrorSink,
+  hostPortFlag,
   list,
   parseHostPort,
   present,
@@ -112,20 +114,6 @@ export function zoneFlagOptions<T>(yargs: Argv<T>): Argv<T> {
     });
 }
 
-function hostPortFlag(
-  raw: Record<string, unknown>,
-  flag: string,
-  errors: FlagErrorSink,
-): HostPort | undefined {
-  if (!present(raw[flag])) return undefined;
-  const parsed = parseHostPort(String(raw[flag]));
-  if (typeof parsed === 'string') {
-    errors.add(flag, parsed);
-    return undefined;
-  }
-  return parsed;
-}
-
 /** Zone names as Kafka racks are written: no '=' or ',' (flag syntax), no spaces. */
 const ZONE_NAME = /^[A-Za-z0-9._:-]+$/;
 
@@ -225,15 +213,10 @@ export function parseZoneConfig(
 
   const ingressListen = hostPortFlag(raw, 'zone-ingress-listen', errors);
   const bootstrapListen = hostPortFlag(raw, 'zone-bootstrap-listen', errors);
-  const rackText = String(raw['zone-client-rack'] ?? ZONE_DEFAULTS['zone-client-rack']);
-  if (rackText !== 'true' && rackText !== 'false')
-    errors.add('zone-client-rack', `'${rackText}' is not true or false`);
-  const unauthenticatedText = String(
-    raw['zone-ingress-unauthenticated'] ?? ZONE_DEFAULTS['zone-ingress-unauthenticated'],
-  );
-  if (unauthenticatedText !== 'true' && unauthenticatedText !== 'false') {
-    errors.add('zone-ingress-unauthenticated', `'${unauthenticatedText}' is not true or false`);
-  }
+  const defaultOn = (flag: keyof typeof ZONE_DEFAULTS): boolean => ZONE_DEFAULTS[flag] === 'true';
+  const rackFromFetch = boolFlag(raw, 'zone-client-rack', errors) ?? defaultOn('zone-client-rack');
+  const allowUnauthenticatedPeers =
+    boolFlag(raw, 'zone-ingress-unauthenticated', errors) ?? defaultOn('zone-ingress-unauthenticated');
 
   const config: ZoneConfig = {
     zone,
@@ -242,8 +225,8 @@ export function parseZoneConfig(
     egressBrokerIds,
     ingressAddresses,
     sidecarHosts,
-    rackFromFetch: rackText === 'true',
-    allowUnauthenticatedPeers: unauthenticatedText === 'true',
+    rackFromFetch,
+    allowUnauthenticatedPeers,
   };
   if (template !== undefined) config.ingressAddressTemplate = template;
   if (ingressListen) config.ingressListen = ingressListen;

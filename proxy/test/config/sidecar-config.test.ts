@@ -232,4 +232,56 @@ describe('parseSidecarConfig', () => {
       "--memory-limit-bytes: '1000000' is not a whole number from 134217728 to 1125899906842624",
     ]);
   });
+  describe('true/false flags: one dialect across the sidecar (flag-values.ts)', () => {
+    const everything = {
+      ...minimal,
+      'egress-listen-base': '19000',
+      'peer-address-template': 'kafka-{id}.kafka-headless:9193',
+      'egress-broker-ids': '2',
+      'wal-store-url': 'file:///tmp/wal',
+      'wal-topic': ['orders'],
+      zone: 'zone-a',
+      'zone-egress-listen-base': '29000',
+      'zone-ingress-address-template': 'kafka-{id}.kafka-headless:9194',
+      'zone-sidecar': ['zone-a=kafka-zone-a'],
+    };
+    const booleans = [
+      'fence-on-stop',
+      'wal-durable-ack',
+      'wal-seal-when-producers-wait',
+      'peer-tls',
+      'peer-tls-verify-hostname',
+      'metadata-tls',
+      's3-force-path-style',
+      's3-disable-express-session-auth',
+      'zone-client-rack',
+      'zone-ingress-unauthenticated',
+    ];
+
+    it('refuses any word but true or false with the same line, naming the flag', () => {
+      for (const flag of booleans) {
+        expect(errorsOf({ ...everything, [flag]: 'yes' }), flag).toEqual([
+          `--${flag}: 'yes' is not true or false`,
+        ]);
+      }
+    });
+
+    it('takes the last value of a flag given twice, as the TLS, SASL and S3 flags always did', () => {
+      const result = parseSidecarConfig({
+        ...everything,
+        'fence-on-stop': ['true', 'false'],
+        'wal-durable-ack': ['false', 'true'],
+        'wal-seal-when-producers-wait': ['true', 'false'],
+        's3-force-path-style': ['false', 'true'],
+        'zone-client-rack': ['true', 'false'],
+      });
+      if (!('config' in result)) throw new Error(result.errors.join('\n'));
+      const { config } = result;
+      expect(config.fenceOnStop).toBe(false);
+      expect(config.wal?.defaults.durableAck).toBe(true);
+      expect(config.wal?.sealWhenProducersWait).toBe(false);
+      expect(config.wal?.storeOptions.forcePathStyle).toBe(true);
+      expect(config.zone?.rackFromFetch).toBe(false);
+    });
+  });
 });
