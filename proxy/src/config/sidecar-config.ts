@@ -15,6 +15,7 @@ import {
   brokerAddresses,
   brokerIds,
   FlagErrors,
+  flagText,
   hostPortFlag,
   list,
   parseHostPort,
@@ -270,7 +271,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     ports: egressListenBase === undefined ? [] : egressBrokerIds.map((id) => egressListenBase + id),
   });
 
-  const adminRaw = String(withDefaults['admin-listen']);
+  const adminRaw = flagText(withDefaults, 'admin-listen');
   const adminListen = adminRaw === 'off' ? undefined : hostPort(withDefaults, 'admin-listen', errors, false);
   const maxFrameBytes = integer(withDefaults, 'max-frame-bytes', errors, 1024, 2_147_483_647);
   const maxBufferedBytes = integer(withDefaults, 'max-buffered-bytes', errors, 16_384, 1_073_741_824);

@@ -282,6 +282,9 @@ describe('parseSidecarConfig', () => {
       expect(config.wal?.sealWhenProducersWait).toBe(false);
       expect(config.wal?.storeOptions.forcePathStyle).toBe(true);
       expect(config.zone?.rackFromFetch).toBe(false);
+      const adminOff = parseSidecarConfig({ ...minimal, 'admin-listen': ['0.0.0.0:9180', 'off'] });
+      if (!('config' in adminOff)) throw new Error(adminOff.errors.join('\n'));
+      expect(adminOff.config.adminListen).toBeUndefined();
     });
   });
 });
