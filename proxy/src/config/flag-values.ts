@@ -53,7 +53,6 @@ export function list(value: unknown): string[] {
 export function brokerAddresses(
   entries: string[],
   flag: string,
-  parseHostPort: (text: string) => HostPort | string,
   errors: FlagErrorSink,
 ): Map<number, HostPort> {
   const addresses = new Map<number, HostPort>();
@@ -71,13 +70,12 @@ export function brokerAddresses(
 
 /** A `host:port` template with `{id}` for the broker id (`example` shows one); undefined when unset. */
 export function addressTemplate(
-  value: unknown,
+  raw: Record<string, unknown>,
   flag: string,
   example: string,
-  parseHostPort: (text: string) => HostPort | string,
   errors: FlagErrorSink,
 ): string | undefined {
-  const template = present(value) ? String(value) : undefined;
+  const template = flagText(raw, flag);
   if (
     template !== undefined &&
     (!template.includes('{id}') || typeof parseHostPort(template.replaceAll('{id}', '0')) === 'string')

@@ -8,7 +8,7 @@ import {
   S3_SERVER_SIDE_ENCRYPTIONS,
   type S3ServerSideEncryption,
 } from '../store/s3-names.js';
-import { boolFlag, type FlagErrorSink, flagText, present } from './flag-values.js';
+import { boolFlag, type FlagErrorSink, flagText } from './flag-values.js';
 
 /**
  * The S3 client flags, shared by `walproxy sidecar` and the `walproxy wal` tools so an operator
@@ -129,12 +129,12 @@ export interface StoreFlags {
 
 /** Credentials come from the AWS SDK's default chain; they are never flags. */
 export function parseStoreFlags(raw: Record<string, unknown>, errors: FlagErrorSink): StoreFlags | undefined {
-  const url = present(raw['store-url']) ? String(raw['store-url']) : undefined;
+  const url = flagText(raw, 'store-url');
   if (url === undefined) errors.add('store-url', 'is required (s3://bucket/prefix or file:///dir)');
   else if (!/^(s3|file):\/\//.test(url))
     errors.add('store-url', `'${url}' is not s3://bucket/prefix or file:///dir`);
   const options = parseS3Flags(raw, errors);
-  const prefix = present(raw.prefix) ? String(raw.prefix) : '';
+  const prefix = flagText(raw, 'prefix') ?? '';
   if (prefix.startsWith('/') || prefix.includes('//'))
     errors.add('prefix', `'${prefix}' must not start with "/" or contain "//"`);
   return url === undefined ? undefined : { url, options, prefix };

@@ -19,7 +19,9 @@ import {
   hostPortFlag,
   list,
   parseHostPort,
+  parseNumber,
   present,
+  flag as readFlag,
 } from './flag-values.js';
 import { parseS3EncryptionFlags, parseS3Flags } from './s3-flags.js';
 import {
@@ -193,14 +195,7 @@ function integer(
   min: number,
   max: number,
 ): number | undefined {
-  const value = raw[flag];
-  if (!present(value)) return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    errors.add(flag, `'${value}' is not a whole number from ${min} to ${max}`);
-    return undefined;
-  }
-  return n;
+  return readFlag(raw, flag, errors, (text) => parseNumber(text, min, max, true));
 }
 
 /**
@@ -228,19 +223,14 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     );
   }
   const egressListenBase = integer(withDefaults, 'egress-listen-base', errors, 1, 65_535);
-  const egressListenHost = String(withDefaults['egress-listen-host']);
+  const egressListenHost =
+    flagText(withDefaults, 'egress-listen-host') ?? SIDECAR_DEFAULTS['egress-listen-host'];
 
-  const peerAddresses = brokerAddresses(
-    list(withDefaults['peer-address']),
-    'peer-address',
-    parseHostPort,
-    errors,
-  );
+  const peerAddresses = brokerAddresses(list(withDefaults['peer-address']), 'peer-address', errors);
   const template = addressTemplate(
-    withDefaults['peer-address-template'],
+    withDefaults,
     'peer-address-template',
     'kafka-{id}.kafka-headless:9193',
-    parseHostPort,
     errors,
   );
 
@@ -284,7 +274,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
   );
   const drainTimeoutMs = integer(withDefaults, 'drain-timeout-ms', errors, 0, 600_000);
   const fenceOnStop = boolFlag(withDefaults, 'fence-on-stop', errors);
-  const logLevel = String(withDefaults['log-level']);
+  const logLevel = flagText(withDefaults, 'log-level') ?? SIDECAR_DEFAULTS['log-level'];
   if (!LOG_LEVELS.includes(logLevel))
     errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
 
@@ -355,7 +345,7 @@ function parseControllerFlags(
   errors: FlagErrors,
   taken: { host: string; ports: number[] },
 ): { base?: number; host: string; addresses: Map<number, HostPort> } {
-  const host = String(raw['controller-listen-host']);
+  const host = flagText(raw, 'controller-listen-host') ?? SIDECAR_DEFAULTS['controller-listen-host'];
   const addresses = new Map<number, HostPort>();
   for (const entry of list(raw['controller-address'])) {
     const match = /^(\d+)=(.+)$/.exec(entry);
@@ -400,7 +390,7 @@ function parseWalConfig(
 ): WalConfig | undefined {
   const walTopics = list(raw['wal-topic']);
   const topicConfigs = list(raw['topic-config']);
-  const storeUrl = present(raw['wal-store-url']) ? String(raw['wal-store-url']) : undefined;
+  const storeUrl = flagText(raw, 'wal-store-url');
   if (storeUrl === undefined) {
     if (walTopics.length > 0 || topicConfigs.length > 0) {
       errors.add(
@@ -485,7 +475,7 @@ function parseWalConfig(
     fillDeadlineMs: fillDeadlineMs!,
     metadata: {
       bootstrap: metadataBootstrap,
-      topic: String(raw['metadata-topic']),
+      topic: flagText(raw, 'metadata-topic') ?? SIDECAR_DEFAULTS['metadata-topic'],
       partitions: partitions!,
       replicationFactor: replicationFactor!,
       retentionMs: retentionMs!,
@@ -496,8 +486,8 @@ function parseWalConfig(
 
 function parseCostPolicy(raw: RawSidecarOptions, errors: FlagErrors): CostPolicyConfig | undefined {
   let prices: PriceTable | undefined = DEFAULT_PRICES;
-  if (present(raw['cost-prices'])) {
-    const file = String(raw['cost-prices']);
+  const file = flagText(raw, 'cost-prices');
+  if (file !== undefined) {
     try {
       const merged = mergePrices(JSON.parse(readFileSync(file, 'utf8')), file);
       if ('errors' in merged) {

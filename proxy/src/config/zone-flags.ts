@@ -8,6 +8,7 @@ import {
   brokerAddresses,
   brokerIds,
   type FlagErrorSink,
+  flagText,
   hostPortFlag,
   list,
   parseHostPort,
@@ -130,7 +131,8 @@ export function parseZoneConfig(
     replicationEgressIds,
   }: { brokerId: number | undefined; replicationEgressIds: readonly number[] },
 ): ZoneConfig | undefined {
-  if (!present(raw.zone)) {
+  const zone = flagText(raw, 'zone');
+  if (zone === undefined) {
     for (const flag of [
       'zone-egress-listen-base',
       'zone-ingress-listen',
@@ -144,33 +146,24 @@ export function parseZoneConfig(
     }
     return undefined;
   }
-  const zone = String(raw.zone);
   if (!ZONE_NAME.test(zone)) errors.add('zone', `'${zone}' is not a zone name (letters, digits, . _ : -)`);
 
-  const base = Number(raw['zone-egress-listen-base']);
-  if (!present(raw['zone-egress-listen-base'])) {
+  const baseText = flagText(raw, 'zone-egress-listen-base');
+  const base = Number(baseText);
+  if (baseText === undefined) {
     errors.add(
       'zone-egress-listen-base',
       'is required with --zone (zone egress for broker N listens on base+N)',
     );
   } else if (!Number.isInteger(base) || base < 1 || base > 65_535) {
-    errors.add(
-      'zone-egress-listen-base',
-      `'${raw['zone-egress-listen-base']}' is not a port from 1 to 65535`,
-    );
+    errors.add('zone-egress-listen-base', `'${baseText}' is not a port from 1 to 65535`);
   }
 
-  const ingressAddresses = brokerAddresses(
-    list(raw['zone-ingress-address']),
-    'zone-ingress-address',
-    parseHostPort,
-    errors,
-  );
+  const ingressAddresses = brokerAddresses(list(raw['zone-ingress-address']), 'zone-ingress-address', errors);
   const template = addressTemplate(
-    raw['zone-ingress-address-template'],
+    raw,
     'zone-ingress-address-template',
     'kafka-{id}.kafka-headless:9194',
-    parseHostPort,
     errors,
   );
 
@@ -220,7 +213,7 @@ export function parseZoneConfig(
 
   const config: ZoneConfig = {
     zone,
-    egressListenHost: String(raw['zone-egress-listen-host'] ?? ZONE_DEFAULTS['zone-egress-listen-host']),
+    egressListenHost: flagText(raw, 'zone-egress-listen-host') ?? ZONE_DEFAULTS['zone-egress-listen-host'],
     egressListenBase: base,
     egressBrokerIds,
     ingressAddresses,

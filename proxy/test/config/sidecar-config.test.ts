@@ -232,7 +232,7 @@ describe('parseSidecarConfig', () => {
       "--memory-limit-bytes: '1000000' is not a whole number from 134217728 to 1125899906842624",
     ]);
   });
-  describe('true/false flags: one dialect across the sidecar (flag-values.ts)', () => {
+  describe('one dialect for every flag of the sidecar (flag-values.ts)', () => {
     const everything = {
       ...minimal,
       'egress-listen-base': '19000',
@@ -257,6 +257,25 @@ describe('parseSidecarConfig', () => {
       'zone-client-rack',
       'zone-ingress-unauthenticated',
     ];
+
+    it('reads numbers, text and templates through the same floor: last value, blanks refused', () => {
+      const result = parseSidecarConfig({
+        ...everything,
+        'drain-timeout-ms': ['5000', '7000'],
+        'log-level': ['debug', 'warn'],
+        'peer-address-template': ['a-{id}:1', 'b-{id}:2'],
+      });
+      if (!('config' in result)) throw new Error(result.errors.join('\n'));
+      expect(result.config).toMatchObject({
+        drainTimeoutMs: 7000,
+        logLevel: 'warn',
+        peerAddressTemplate: 'b-{id}:2',
+      });
+      // Number('  ') is 0: a blank timeout was a zero timeout.
+      expect(errorsOf({ ...minimal, 'drain-timeout-ms': '  ' })).toEqual([
+        "--drain-timeout-ms: '  ' is not a whole number from 0 to 600000",
+      ]);
+    });
 
     it('refuses any word but true or false with the same line, naming the flag', () => {
       for (const flag of booleans) {
