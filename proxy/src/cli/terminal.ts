@@ -1,5 +1,5 @@
-// What the operator commands (`walproxy wal …`, `walproxy cost`) share on the terminal: exit
-// codes, flag errors written out, a progress line.
+// What the commands share on the terminal: exit codes (2 for any bad setting, as `walproxy
+// sidecar` has always exited), flag errors written out, a progress line (`walproxy wal …`).
 import type { FlagErrors } from '../config/flag-values.js';
 
 export const EXIT_PROBLEMS = 1;
