@@ -178,8 +178,12 @@ bench-replication: build kafka system-deps versitygw
 bench-cost: build kafka system-deps versitygw
 	npx tsx e2e/bench/cost.bench.ts
 
+# The import check (scripts/check-imports.mjs): floors (shared/ < proxy/src < cli/), yargs only in
+# cli/ and config/, no import circles, no source file over 600 lines; exceptions, each with its
+# reason, in scripts/import-allow-list.mjs.
 lint: deps
 	npx biome check .
+	node scripts/check-imports.mjs
 	npx tsc -b shared proxy e2e
 	npx tsc --noEmit -p deploy
 

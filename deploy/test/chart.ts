@@ -6,7 +6,7 @@ import ts from 'typescript';
 import { parseAllDocuments } from 'yaml';
 import yargs from 'yargs';
 import { sidecarOptions } from '../../proxy/src/cli/sidecar-command.js';
-import { parseSidecarConfig } from '../../proxy/src/config.js';
+import { parseSidecarConfig } from '../../proxy/src/config/sidecar-config.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const chartDir = path.join(repoRoot, 'deploy/helm/walproxy');

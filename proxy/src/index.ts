@@ -1,5 +1,6 @@
-export * from './cli/security-flags.js';
-export * from './config.js';
+export { parseHostPort } from './config/flag-values.js';
+export * from './config/security-flags.js';
+export * from './config/sidecar-config.js';
 export * from './cost/counters-source.js';
 export * from './cost/economics.js';
 export * from './cost/live.js';

@@ -3,7 +3,7 @@
 // them when --wal-store-url is set (wal-parts.ts), the zone filters and listeners with --zone.
 // Nothing here opens a socket: Sidecar.start() does, and Sidecar.stop() drains the three groups
 // in their order.
-import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config.js';
+import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config/sidecar-config.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
 import type { SaslHandshakeFilter } from './filters/sasl-handshake.js';
 import type { Logger } from './log.js';

@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
-import type { SidecarConfig } from './config.js';
+import type { SidecarConfig } from './config/sidecar-config.js';
 import { priceSidecar } from './cost/live.js';
 import { SaslHandshakeFilter } from './filters/sasl-handshake.js';
 import { buildListeners } from './listeners.js';

@@ -2,7 +2,7 @@
 // and its health probe, the writer and its sealing policy, the batch index, the metadata topic,
 // the readers of this and the peers' stores, and the filters the listeners carry (produce → WAL,
 // the leader's fetch strip, the follower's fetch fill, zone-local produce fill).
-import type { SidecarConfig } from './config.js';
+import type { SidecarConfig } from './config/sidecar-config.js';
 import { objectEconomics } from './cost/economics.js';
 import { FetchFillFilter } from './filters/fetch-fill.js';
 import { FetchStripFilter } from './filters/fetch-strip.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseSidecarConfig, type RawSidecarOptions } from '../src/config.js';
+import { parseSidecarConfig, type RawSidecarOptions } from '../src/config/sidecar-config.js';
 import { SaslHandshakeFilter } from '../src/filters/sasl-handshake.js';
 import { buildListeners } from '../src/listeners.js';
 import { createLogger } from '../src/log.js';

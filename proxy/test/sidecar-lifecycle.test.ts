@@ -3,7 +3,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseSidecarConfig } from '../src/config.js';
+import { parseSidecarConfig } from '../src/config/sidecar-config.js';
 import { createLogger } from '../src/log.js';
 import { FrameDecoder } from '../src/net/frame-decoder.js';
 import { Sidecar } from '../src/sidecar.js';

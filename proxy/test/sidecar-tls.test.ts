@@ -9,7 +9,7 @@ import {
   type TestCert,
   tempDir,
 } from '../../e2e/src/tls/certs.js';
-import { parseSidecarConfig } from '../src/config.js';
+import { parseSidecarConfig } from '../src/config/sidecar-config.js';
 import { createLogger } from '../src/log.js';
 import { FrameDecoder } from '../src/net/frame-decoder.js';
 import { Sidecar } from '../src/sidecar.js';

@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import yargs, { type Argv } from 'yargs';
 import { costOptions, runCost } from './cost-command.js';
-import { EXIT_CONFIG_ERROR, runSidecar, sidecarOptions } from './sidecar-command.js';
+import { runSidecar, sidecarOptions } from './sidecar-command.js';
+import { EXIT_CONFIG_ERROR } from './terminal.js';
 import { walCommands } from './wal-command.js';
 
 /** Columns --help wraps at; fixed so docs/cli.md does not depend on the terminal. */

@@ -1,17 +1,18 @@
 import { readFileSync } from 'node:fs';
 import type { Argv } from 'yargs';
+import { FlagErrors, flag, parseBytes, parseDuration, parseNumber, present } from '../config/flag-values.js';
 import { countersFromJson, countersFromScrapes } from '../cost/counters-source.js';
 import { type ClusterLayout, DEFAULT_CPU, objectEconomics, SECONDS_PER_MONTH } from '../cost/economics.js';
 import { type MeasuredCost, type MeasuredCounters, priceMeasured } from '../cost/measured.js';
 import { type CostInputs, type CostResult, computeCost } from '../cost/model.js';
 import { DEFAULT_PRICES, mergePrices, type PriceTable } from '../cost/prices.js';
-import { FlagErrors, flag, parseBytes, parseDuration, parseNumber, present } from '../tools/options.js';
 import {
   LATENCY_BUDGET_LIMITS,
   SEALING_DEFAULTS,
   type SteadyState,
   steadyState,
 } from '../wal/sealing-policy.js';
+import { exitOnFlagErrors } from './terminal.js';
 
 export function costOptions<T>(yargs: Argv<T>): Argv<T> {
   return yargs
@@ -236,7 +237,7 @@ export async function runCost(raw: Record<string, unknown>): Promise<void> {
   const fail = (list: string[]) => {
     const errors = new FlagErrors();
     errors.list.push(...list);
-    errors.exitIfAny('cost');
+    exitOnFlagErrors(errors, 'cost');
   };
   if (present(raw['from-metrics'])) {
     const result = parseMeasuredFlags(raw);

@@ -1,17 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { Argv } from 'yargs';
-import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config.js';
+import { s3EncryptionFlagOptions, s3FlagOptions } from '../config/s3-flags.js';
+import { securityFlagOptions } from '../config/security-flags.js';
+import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config/sidecar-config.js';
+import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../config/telemetry-flags.js';
+import { zoneFlagOptions } from '../config/zone-flags.js';
 import { createLogger } from '../log.js';
 import { Sidecar, SidecarConfigError } from '../sidecar.js';
-import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../telemetry/options.js';
-import { zoneFlagOptions } from '../zone/zone-config.js';
-import { s3EncryptionFlagOptions, s3FlagOptions } from './s3-flags.js';
-import { securityFlagOptions } from './security-flags.js';
+import { EXIT_CONFIG_ERROR } from './terminal.js';
 
-export const EXIT_CONFIG_ERROR = 2;
-
-/** The flags of `walproxy sidecar`; each is also read from WALPROXY_<FLAG_IN_UPPER_SNAKE>. */
 /**
  * Settings from a YAML (or JSON, a YAML subset) file: keys are the flag names, lists for
  * repeatable flags. Precedence: command-line flags, then WALPROXY_* variables, then the file,
@@ -30,6 +28,7 @@ export function readConfigFile(path: string): Record<string, unknown> {
   return parsed as Record<string, unknown>;
 }
 
+/** The flags of `walproxy sidecar`; each is also read from WALPROXY_<FLAG_IN_UPPER_SNAKE>. */
 export function sidecarOptions(yargs: Argv): Argv {
   const options = s3EncryptionFlagOptions(s3FlagOptions(yargs))
     .config(

@@ -1,25 +1,15 @@
 import { parseWalObject } from '@walproxy/shared';
 import type { Argv } from 'yargs';
+import { FlagErrors, flag, parseDuration, parseTime, present } from '../config/flag-values.js';
+import { parseStoreFlags, type StoreFlags, storeOptions } from '../config/s3-flags.js';
 import { WAL_METADATA_TOPIC } from '../metadata/wal-metadata-publisher.js';
 import { isObjectStoreError, type ObjectStore, openObjectStore } from '../store/index.js';
 import { DataDirLogs } from '../tools/broker-logs.js';
 import { deleteObjects, selectForGc } from '../tools/gc.js';
 import { readMetadataTopic } from '../tools/metadata-reader.js';
-import {
-  EXIT_CONFIG_ERROR,
-  EXIT_PROBLEMS,
-  FlagErrors,
-  flag,
-  Progress,
-  parseDuration,
-  parseStoreFlags,
-  parseTime,
-  present,
-  type StoreFlags,
-  storeOptions,
-} from '../tools/options.js';
 import { INFO_KINDS, verifyWal } from '../tools/verify.js';
 import { describePartitions, listWalObjects, mapLimit, readObjectIndex } from '../tools/wal-index.js';
+import { EXIT_CONFIG_ERROR, EXIT_PROBLEMS, exitOnFlagErrors, Progress } from './terminal.js';
 
 type Raw = Record<string, unknown>;
 
@@ -192,7 +182,7 @@ const num = (n: number) => n.toLocaleString('en-US');
 
 async function runLs(raw: Raw, ctx: Context): Promise<number> {
   const range = timeRange(raw, ctx.errors, Date.now());
-  ctx.errors.exitIfAny(ctx.command);
+  exitOnFlagErrors(ctx.errors, ctx.command);
   const { objects, foreign } = await listWalObjects(ctx.store, ctx.flags.prefix, range, (n) =>
     ctx.progress.update(`listing: ${num(n)} keys`),
   );
@@ -254,7 +244,7 @@ async function runLs(raw: Raw, ctx: Context): Promise<number> {
 async function runInspect(raw: Raw, ctx: Context): Promise<number> {
   const bootstrap = bootstrapList(raw, ctx.errors, false);
   const key = String(raw.key ?? '');
-  ctx.errors.exitIfAny(ctx.command);
+  exitOnFlagErrors(ctx.errors, ctx.command);
   const head = await ctx.store.head(key);
   if (head === undefined) throw new Error(`no object ${JSON.stringify(key)} in ${ctx.store.url}`);
   const index = raw['check-batches']
@@ -321,7 +311,7 @@ async function runVerify(raw: Raw, ctx: Context): Promise<number> {
   const dataDirs = ([] as unknown[]).concat(raw['data-dir'] ?? []).map(String);
   const { existsSync } = await import('node:fs');
   for (const d of dataDirs) if (!existsSync(d)) ctx.errors.add('data-dir', `'${d}' does not exist`);
-  ctx.errors.exitIfAny(ctx.command);
+  exitOnFlagErrors(ctx.errors, ctx.command);
   const topic = String(raw['metadata-topic']);
   const metadata = await readMetadataTopic(bootstrap!, topic, (n, total) =>
     ctx.progress.update(`reading ${topic}: ${num(n)}/${num(total)}`),
@@ -356,7 +346,7 @@ async function runVerify(raw: Raw, ctx: Context): Promise<number> {
 async function runGc(raw: Raw, ctx: Context): Promise<number> {
   const olderThanMs = flag(raw, 'older-than', ctx.errors, parseDuration);
   if (!present(raw['older-than'])) ctx.errors.add('older-than', 'is required (a duration: 90m, 2h, 7d)');
-  ctx.errors.exitIfAny(ctx.command);
+  exitOnFlagErrors(ctx.errors, ctx.command);
   const nowMs = Date.now();
   const { objects } = await listWalObjects(ctx.store, ctx.flags.prefix, {}, (n) =>
     ctx.progress.update(`listing: ${num(n)} keys`),

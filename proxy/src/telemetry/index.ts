@@ -1,6 +1,10 @@
+export {
+  parseTelemetryOptions,
+  TELEMETRY_DEFAULTS,
+  type TelemetryOptions,
+} from '../config/telemetry-flags.js';
 export { ChannelMetrics, observeSources } from './metrics.js';
 export * from './operator-view/index.js';
-export { parseTelemetryOptions, TELEMETRY_DEFAULTS, type TelemetryOptions } from './options.js';
 export {
   type CheckResult,
   Readiness,

@@ -10,13 +10,13 @@ import { defaultResource, resourceFromAttributes } from '@opentelemetry/resource
 import { MeterProvider, type MetricReader, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { TelemetryOptions } from '../config/telemetry-flags.js';
 import { FETCH_FILL_CHANNELS } from '../filters/fetch-fill.js';
 import { FETCH_STRIP_CHANNELS } from '../filters/fetch-strip.js';
 import { PRODUCE_WAL_CHANNELS } from '../filters/produce-wal.js';
 import type { Logger } from '../log.js';
 import { WAL_READER_CHANNELS, WAL_WRITER_CHANNELS } from '../wal/channels.js';
 import { ChannelMetrics, observeSources } from './metrics.js';
-import type { TelemetryOptions } from './options.js';
 import type { TelemetrySources } from './sources.js';
 import { SpanMapper } from './spans.js';
 

@@ -1,5 +1,5 @@
+import type { ZoneConfig } from '../config/zone-flags.js';
 import type { HostPort } from '../net/proxy-listener.js';
-import type { ZoneConfig } from './zone-config.js';
 
 /**
  * Where a zone-aware client of zone Z is told node N lives: a host of zone Z's sidecars at

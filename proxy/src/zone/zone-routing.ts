@@ -1,10 +1,10 @@
+import { type ZoneConfig, zoneIngressAddress } from '../config/zone-flags.js';
 import type { Logger } from '../log.js';
 import type { FrameFilter, FrameObserver } from '../net/frame-filter.js';
 import { type HostPort, type ListenerTls, ProxyListener, type UpstreamTls } from '../net/proxy-listener.js';
 import { RackMemory } from './client-zone.js';
 import { FilterChain } from './filter-chain.js';
 import type { ProduceFillFilter, ProduceFillStats } from './produce-fill.js';
-import { type ZoneConfig, zoneIngressAddress } from './zone-config.js';
 import { ZoneDirectory } from './zone-directory.js';
 import { ZoneProduce, type ZoneProduceOptions, type ZoneProduceStats } from './zone-produce.js';
 import { ZoneRouteFilter, type ZoneRouteStats } from './zone-route-filter.js';

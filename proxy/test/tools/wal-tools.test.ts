@@ -1,10 +1,10 @@
 import { WalObjectBuilder } from '@walproxy/shared';
 import { describe, expect, it } from 'vitest';
 import { makeBatch } from '../../../shared/test/wal/batches.js';
+import { parseBytes, parseDuration, parseTime } from '../../src/config/flag-values.js';
 import type { WalMetadataRecordV1 } from '../../src/metadata/wal-metadata-publisher.js';
 import type { BrokerLogs, PartitionLog } from '../../src/tools/broker-logs.js';
 import { selectForGc } from '../../src/tools/gc.js';
-import { parseBytes, parseDuration, parseTime } from '../../src/tools/options.js';
 import { verifyWal } from '../../src/tools/verify.js';
 import { describePartitions, listWalObjects, readObjectIndex } from '../../src/tools/wal-index.js';
 import { newWalObjectKey } from '../../src/wal/object-key.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseSidecarConfig } from '../../src/config.js';
+import { parseSidecarConfig } from '../../src/config/sidecar-config.js';
 import { createLogger } from '../../src/log.js';
 import { Sidecar } from '../../src/sidecar.js';
 

@@ -1,4 +1,4 @@
-import type { ZoneConfig } from '../../src/zone/zone-config.js';
+import type { ZoneConfig } from '../../src/config/zone-flags.js';
 
 /** Two zones, this sidecar in zone-a, brokers 1–3: the zone-local produce tests' and fuzzers' configuration. */
 export const zoneConfig: ZoneConfig = {

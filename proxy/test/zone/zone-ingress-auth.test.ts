@@ -11,7 +11,7 @@ import {
   tempDir,
 } from '../../../e2e/src/tls/certs.js';
 import { buildRecordBatch } from '../../../shared/test/helpers/record-batches.js';
-import { parseSidecarConfig } from '../../src/config.js';
+import { parseSidecarConfig } from '../../src/config/sidecar-config.js';
 import { createLogger } from '../../src/log.js';
 import { FrameDecoder } from '../../src/net/frame-decoder.js';
 import { Sidecar, SidecarConfigError } from '../../src/sidecar.js';

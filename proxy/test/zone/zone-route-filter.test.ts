@@ -21,10 +21,10 @@ import {
   type MetadataResponse,
 } from '@walproxy/shared';
 import { describe, expect, it } from 'vitest';
+import type { ZoneConfig } from '../../src/config/zone-flags.js';
 import { createLogger } from '../../src/log.js';
 import type { FilterConnection, RequestDecision, RequestInfo } from '../../src/net/frame-filter.js';
 import { RackMemory } from '../../src/zone/client-zone.js';
-import type { ZoneConfig } from '../../src/zone/zone-config.js';
 import { ZoneDirectory } from '../../src/zone/zone-directory.js';
 import { ZoneRouteFilter } from '../../src/zone/zone-route-filter.js';
 import { requestFrame, responseBody, responseFrame } from './frames.js';

@@ -11,9 +11,9 @@ import {
   type RequestKey,
 } from '@walproxy/shared';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { ZoneConfig } from '../../src/config/zone-flags.js';
 import { createLogger } from '../../src/log.js';
 import { FrameDecoder } from '../../src/net/frame-decoder.js';
-import type { ZoneConfig } from '../../src/zone/zone-config.js';
 import { ZoneRouting } from '../../src/zone/zone-routing.js';
 import { requestFrame, responseFrame } from './frames.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseSidecarConfig, peerAddress } from '../src/config.js';
+import { parseSidecarConfig, peerAddress } from '../../src/config/sidecar-config.js';
 
 const minimal = {
   'broker-id': '1',
@@ -231,5 +231,79 @@ describe('parseSidecarConfig', () => {
     expect(errorsOf({ ...minimal, 'memory-limit-bytes': '1000000' })).toEqual([
       "--memory-limit-bytes: '1000000' is not a whole number from 134217728 to 1125899906842624",
     ]);
+  });
+  describe('one dialect for every flag of the sidecar (flag-values.ts)', () => {
+    const everything = {
+      ...minimal,
+      'egress-listen-base': '19000',
+      'peer-address-template': 'kafka-{id}.kafka-headless:9193',
+      'egress-broker-ids': '2',
+      'wal-store-url': 'file:///tmp/wal',
+      'wal-topic': ['orders'],
+      zone: 'zone-a',
+      'zone-egress-listen-base': '29000',
+      'zone-ingress-address-template': 'kafka-{id}.kafka-headless:9194',
+      'zone-sidecar': ['zone-a=kafka-zone-a'],
+    };
+    const booleans = [
+      'fence-on-stop',
+      'wal-durable-ack',
+      'wal-seal-when-producers-wait',
+      'peer-tls',
+      'peer-tls-verify-hostname',
+      'metadata-tls',
+      's3-force-path-style',
+      's3-disable-express-session-auth',
+      'zone-client-rack',
+      'zone-ingress-unauthenticated',
+    ];
+
+    it('reads numbers, text and templates through the same floor: last value, blanks refused', () => {
+      const result = parseSidecarConfig({
+        ...everything,
+        'drain-timeout-ms': ['5000', '7000'],
+        'log-level': ['debug', 'warn'],
+        'peer-address-template': ['a-{id}:1', 'b-{id}:2'],
+      });
+      if (!('config' in result)) throw new Error(result.errors.join('\n'));
+      expect(result.config).toMatchObject({
+        drainTimeoutMs: 7000,
+        logLevel: 'warn',
+        peerAddressTemplate: 'b-{id}:2',
+      });
+      // Number('  ') is 0: a blank timeout was a zero timeout.
+      expect(errorsOf({ ...minimal, 'drain-timeout-ms': '  ' })).toEqual([
+        "--drain-timeout-ms: '  ' is not a whole number from 0 to 600000",
+      ]);
+    });
+
+    it('refuses any word but true or false with the same line, naming the flag', () => {
+      for (const flag of booleans) {
+        expect(errorsOf({ ...everything, [flag]: 'yes' }), flag).toEqual([
+          `--${flag}: 'yes' is not true or false`,
+        ]);
+      }
+    });
+
+    it('takes the last value of a flag given twice, as the TLS, SASL and S3 flags always did', () => {
+      const result = parseSidecarConfig({
+        ...everything,
+        'fence-on-stop': ['true', 'false'],
+        'wal-durable-ack': ['false', 'true'],
+        'wal-seal-when-producers-wait': ['true', 'false'],
+        's3-force-path-style': ['false', 'true'],
+        'zone-client-rack': ['true', 'false'],
+      });
+      if (!('config' in result)) throw new Error(result.errors.join('\n'));
+      const { config } = result;
+      expect(config.fenceOnStop).toBe(false);
+      expect(config.wal?.defaults.durableAck).toBe(true);
+      expect(config.wal?.sealWhenProducersWait).toBe(false);
+      expect(config.wal?.storeOptions.forcePathStyle).toBe(true);
+      expect(config.zone?.rackFromFetch).toBe(false);
+      const adminOff = parseSidecarConfig({ ...minimal, 'admin-listen': ['0.0.0.0:9180', 'off'] });
+      if (!('config' in adminOff)) throw new Error(adminOff.errors.join('\n'));
+      expect(adminOff.config.adminListen).toBeUndefined();
+    });
   });
 });

@@ -9,7 +9,7 @@ import {
   type TestCert,
   tempDir,
 } from '../../../e2e/src/tls/certs.js';
-import { parseSidecarConfig, type SidecarConfig } from '../../src/config.js';
+import { parseSidecarConfig, type SidecarConfig } from '../../src/config/sidecar-config.js';
 
 // TLS, SASL and object-store encryption settings of `walproxy sidecar`: every bad one is one line
 // naming its flag (the CLI prints them and exits 2, see main.test.ts).

@@ -1,14 +1,14 @@
-// The `--s3-*` flags and their parsing into store options. They live beside the store they
-// configure, so that `config.ts` (the sidecar) and `tools/` (the operator commands) both take
-// them from the store layer instead of from `cli/`.
+// The `--s3-*` flags and the operator commands' `--store-url`/`--prefix`, and their parsing into
+// store options: `walproxy sidecar` (sidecar-config.ts) and the `walproxy wal` tools point at a
+// store the same way.
 import type { Argv } from 'yargs';
-import type { ObjectStoreOptions } from './open-object-store.js';
-import { isDirectoryBucket, S3_SERVER_SIDE_ENCRYPTIONS, type S3ServerSideEncryption } from './s3-names.js';
-
-/** How flag parsers collect errors: one line per bad setting, named by flag. */
-export interface FlagErrorSink {
-  add(flag: string, message: string): void;
-}
+import type { ObjectStoreOptions } from '../store/open-object-store.js';
+import {
+  isDirectoryBucket,
+  S3_SERVER_SIDE_ENCRYPTIONS,
+  type S3ServerSideEncryption,
+} from '../store/s3-names.js';
+import { boolFlag, type FlagErrorSink, flagText } from './flag-values.js';
 
 /**
  * The S3 client flags, shared by `walproxy sidecar` and the `walproxy wal` tools so an operator
@@ -35,28 +35,12 @@ export function s3FlagOptions<T>(yargs: Argv<T>): Argv<T> {
     });
 }
 
-function present(value: unknown): boolean {
-  return value !== undefined && value !== null && value !== '';
-}
-
-function lastText(value: unknown): string {
-  return Array.isArray(value) ? String(value.at(-1)) : String(value);
-}
-
-function bool(raw: Record<string, unknown>, flag: string, errors: FlagErrorSink): boolean | undefined {
-  if (!present(raw[flag])) return undefined;
-  const text = lastText(raw[flag]);
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  errors.add(flag, `'${text}' is not true or false`);
-  return undefined;
-}
-
 export function parseS3Flags(raw: Record<string, unknown>, errors: FlagErrorSink): ObjectStoreOptions {
   const options: ObjectStoreOptions = {};
-  if (present(raw['s3-region'])) options.region = lastText(raw['s3-region']);
-  if (present(raw['s3-endpoint'])) {
-    const endpoint = lastText(raw['s3-endpoint']);
+  const region = flagText(raw, 's3-region');
+  if (region !== undefined) options.region = region;
+  const endpoint = flagText(raw, 's3-endpoint');
+  if (endpoint !== undefined) {
     try {
       new URL(endpoint);
       options.endpoint = endpoint;
@@ -64,9 +48,9 @@ export function parseS3Flags(raw: Record<string, unknown>, errors: FlagErrorSink
       errors.add('s3-endpoint', `'${endpoint}' is not a URL (e.g. http://127.0.0.1:9000)`);
     }
   }
-  const pathStyle = bool(raw, 's3-force-path-style', errors);
+  const pathStyle = boolFlag(raw, 's3-force-path-style', errors);
   if (pathStyle !== undefined) options.forcePathStyle = pathStyle;
-  const noSession = bool(raw, 's3-disable-express-session-auth', errors);
+  const noSession = boolFlag(raw, 's3-disable-express-session-auth', errors);
   if (noSession !== undefined) options.disableS3ExpressSessionAuth = noSession;
   return options;
 }
@@ -96,8 +80,8 @@ export function parseS3EncryptionFlags(
   errors: FlagErrorSink,
   storeUrl: string,
 ): Pick<ObjectStoreOptions, 'serverSideEncryption' | 'sseKmsKeyId'> {
-  const sse = present(raw['s3-sse']) ? lastText(raw['s3-sse']) : 'none';
-  const keyId = present(raw['s3-sse-kms-key-id']) ? lastText(raw['s3-sse-kms-key-id']) : undefined;
+  const sse = flagText(raw, 's3-sse') ?? 'none';
+  const keyId = flagText(raw, 's3-sse-kms-key-id');
   if (sse !== 'none' && !(S3_SERVER_SIDE_ENCRYPTIONS as readonly string[]).includes(sse)) {
     errors.add('s3-sse', `'${sse}' is not none, AES256 or aws:kms`);
     return {};
@@ -121,4 +105,37 @@ export function parseS3EncryptionFlags(
     serverSideEncryption: sse as S3ServerSideEncryption,
     ...(keyId !== undefined ? { sseKmsKeyId: keyId } : {}),
   };
+}
+
+/** The object store flags, named as the sidecar names them (`--wal-store-url` is `--store-url` here). */
+export function storeOptions<T>(yargs: Argv<T>, withPrefix = true): Argv<T> {
+  const withStore = s3FlagOptions(yargs).option('store-url', {
+    type: 'string',
+    describe: 'where the WAL objects are, as the sidecars were given it: s3://bucket/prefix or file:///dir',
+  });
+  if (!withPrefix) return withStore;
+  return withStore.option('prefix', {
+    type: 'string',
+    describe: "only keys starting with this (relative to the store URL), e.g. '2026/01/02/'",
+    default: '',
+  });
+}
+
+export interface StoreFlags {
+  url: string;
+  options: ObjectStoreOptions;
+  prefix: string;
+}
+
+/** Credentials come from the AWS SDK's default chain; they are never flags. */
+export function parseStoreFlags(raw: Record<string, unknown>, errors: FlagErrorSink): StoreFlags | undefined {
+  const url = flagText(raw, 'store-url');
+  if (url === undefined) errors.add('store-url', 'is required (s3://bucket/prefix or file:///dir)');
+  else if (!/^(s3|file):\/\//.test(url))
+    errors.add('store-url', `'${url}' is not s3://bucket/prefix or file:///dir`);
+  const options = parseS3Flags(raw, errors);
+  const prefix = flagText(raw, 'prefix') ?? '';
+  if (prefix.startsWith('/') || prefix.includes('//'))
+    errors.add('prefix', `'${prefix}' must not start with "/" or contain "//"`);
+  return url === undefined ? undefined : { url, options, prefix };
 }

@@ -1,10 +1,19 @@
 // The `--zone*` flags of `walproxy sidecar` (issue #15, docs/zone-local.md) and their validation.
 // With `--zone` unset the sidecar routes nothing by zone and every client works as before.
 import type { Argv } from 'yargs';
-import { addressTemplate, brokerAddresses, brokerIds, list, present } from '../cli/flag-values.js';
-import type { FlagErrorSink } from '../cli/s3-flags.js';
-import { parseHostPort } from '../config.js';
 import type { HostPort } from '../net/proxy-listener.js';
+import {
+  addressTemplate,
+  boolFlag,
+  brokerAddresses,
+  brokerIds,
+  type FlagErrorSink,
+  flagText,
+  hostPortFlag,
+  list,
+  parseHostPort,
+  present,
+} from './flag-values.js';
 
 /** Zone-local routing: where zone-aware clients are sent and which listeners carry them. */
 export interface ZoneConfig {
@@ -106,20 +115,6 @@ export function zoneFlagOptions<T>(yargs: Argv<T>): Argv<T> {
     });
 }
 
-function hostPortFlag(
-  raw: Record<string, unknown>,
-  flag: string,
-  errors: FlagErrorSink,
-): HostPort | undefined {
-  if (!present(raw[flag])) return undefined;
-  const parsed = parseHostPort(String(raw[flag]));
-  if (typeof parsed === 'string') {
-    errors.add(flag, parsed);
-    return undefined;
-  }
-  return parsed;
-}
-
 /** Zone names as Kafka racks are written: no '=' or ',' (flag syntax), no spaces. */
 const ZONE_NAME = /^[A-Za-z0-9._:-]+$/;
 
@@ -136,7 +131,8 @@ export function parseZoneConfig(
     replicationEgressIds,
   }: { brokerId: number | undefined; replicationEgressIds: readonly number[] },
 ): ZoneConfig | undefined {
-  if (!present(raw.zone)) {
+  const zone = flagText(raw, 'zone');
+  if (zone === undefined) {
     for (const flag of [
       'zone-egress-listen-base',
       'zone-ingress-listen',
@@ -150,33 +146,24 @@ export function parseZoneConfig(
     }
     return undefined;
   }
-  const zone = String(raw.zone);
   if (!ZONE_NAME.test(zone)) errors.add('zone', `'${zone}' is not a zone name (letters, digits, . _ : -)`);
 
-  const base = Number(raw['zone-egress-listen-base']);
-  if (!present(raw['zone-egress-listen-base'])) {
+  const baseText = flagText(raw, 'zone-egress-listen-base');
+  const base = Number(baseText);
+  if (baseText === undefined) {
     errors.add(
       'zone-egress-listen-base',
       'is required with --zone (zone egress for broker N listens on base+N)',
     );
   } else if (!Number.isInteger(base) || base < 1 || base > 65_535) {
-    errors.add(
-      'zone-egress-listen-base',
-      `'${raw['zone-egress-listen-base']}' is not a port from 1 to 65535`,
-    );
+    errors.add('zone-egress-listen-base', `'${baseText}' is not a port from 1 to 65535`);
   }
 
-  const ingressAddresses = brokerAddresses(
-    list(raw['zone-ingress-address']),
-    'zone-ingress-address',
-    parseHostPort,
-    errors,
-  );
+  const ingressAddresses = brokerAddresses(list(raw['zone-ingress-address']), 'zone-ingress-address', errors);
   const template = addressTemplate(
-    raw['zone-ingress-address-template'],
+    raw,
     'zone-ingress-address-template',
     'kafka-{id}.kafka-headless:9194',
-    parseHostPort,
     errors,
   );
 
@@ -219,25 +206,20 @@ export function parseZoneConfig(
 
   const ingressListen = hostPortFlag(raw, 'zone-ingress-listen', errors);
   const bootstrapListen = hostPortFlag(raw, 'zone-bootstrap-listen', errors);
-  const rackText = String(raw['zone-client-rack'] ?? ZONE_DEFAULTS['zone-client-rack']);
-  if (rackText !== 'true' && rackText !== 'false')
-    errors.add('zone-client-rack', `'${rackText}' is not true or false`);
-  const unauthenticatedText = String(
-    raw['zone-ingress-unauthenticated'] ?? ZONE_DEFAULTS['zone-ingress-unauthenticated'],
-  );
-  if (unauthenticatedText !== 'true' && unauthenticatedText !== 'false') {
-    errors.add('zone-ingress-unauthenticated', `'${unauthenticatedText}' is not true or false`);
-  }
+  const defaultOn = (flag: keyof typeof ZONE_DEFAULTS): boolean => ZONE_DEFAULTS[flag] === 'true';
+  const rackFromFetch = boolFlag(raw, 'zone-client-rack', errors) ?? defaultOn('zone-client-rack');
+  const allowUnauthenticatedPeers =
+    boolFlag(raw, 'zone-ingress-unauthenticated', errors) ?? defaultOn('zone-ingress-unauthenticated');
 
   const config: ZoneConfig = {
     zone,
-    egressListenHost: String(raw['zone-egress-listen-host'] ?? ZONE_DEFAULTS['zone-egress-listen-host']),
+    egressListenHost: flagText(raw, 'zone-egress-listen-host') ?? ZONE_DEFAULTS['zone-egress-listen-host'],
     egressListenBase: base,
     egressBrokerIds,
     ingressAddresses,
     sidecarHosts,
-    rackFromFetch: rackText === 'true',
-    allowUnauthenticatedPeers: unauthenticatedText === 'true',
+    rackFromFetch,
+    allowUnauthenticatedPeers,
   };
   if (template !== undefined) config.ingressAddressTemplate = template;
   if (ingressListen) config.ingressListen = ingressListen;

@@ -1,23 +1,37 @@
+// `walproxy sidecar`'s flags (raw values as yargs collects them) into one validated SidecarConfig.
 import { readFileSync } from 'node:fs';
-import { addressTemplate, brokerAddresses, brokerIds, list, present } from './cli/flag-values.js';
+import { DEFAULT_PRICES, mergePrices, type PriceTable } from '../cost/prices.js';
+import { FETCH_FILL_DEADLINE_MS } from '../filters/fetch-fill.js';
+import { MIN_MEMORY_LIMIT_BYTES } from '../memory-budget.js';
+import type { HostPort } from '../net/proxy-listener.js';
+import type { ObjectStoreOptions } from '../store/index.js';
+import { parseTopicConfig, type TopicRule, type TopicSettings } from '../topics/topic-policy.js';
+import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from '../wal/index.js';
+import { PEER_STORE_DEFAULTS } from '../wal/peer-store-readers.js';
+import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from '../wal/sealing-policy.js';
+import {
+  addressTemplate,
+  boolFlag,
+  brokerAddresses,
+  brokerIds,
+  FlagErrors,
+  flagText,
+  hostPortFlag,
+  list,
+  parseHostPort,
+  parseNumber,
+  present,
+  flag as readFlag,
+} from './flag-values.js';
+import { parseS3EncryptionFlags, parseS3Flags } from './s3-flags.js';
 import {
   type KafkaClientSecurity,
   type ListenerTlsConfig,
   type PeerTlsConfig,
   parseSecurityFlags,
   SECURITY_DEFAULTS,
-} from './cli/security-flags.js';
-import { DEFAULT_PRICES, mergePrices, type PriceTable } from './cost/prices.js';
-import { FETCH_FILL_DEADLINE_MS } from './filters/fetch-fill.js';
-import { MIN_MEMORY_LIMIT_BYTES } from './memory-budget.js';
-import type { HostPort } from './net/proxy-listener.js';
-import type { ObjectStoreOptions } from './store/index.js';
-import { parseS3EncryptionFlags, parseS3Flags } from './store/s3-options.js';
-import { parseTopicConfig, type TopicRule, type TopicSettings } from './topics/topic-policy.js';
-import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from './wal/index.js';
-import { PEER_STORE_DEFAULTS } from './wal/peer-store-readers.js';
-import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from './wal/sealing-policy.js';
-import { parseZoneConfig, type ZoneConfig } from './zone/zone-config.js';
+} from './security-flags.js';
+import { parseZoneConfig, type ZoneConfig } from './zone-flags.js';
 
 /** The WAL (leader side): where objects go, which topics, how they are packed. */
 export interface WalConfig {
@@ -164,55 +178,24 @@ export const SIDECAR_DEFAULTS = {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-class Errors {
-  readonly list: string[] = [];
-  add(flag: string, message: string): void {
-    // Files shared by two settings (the egress inherits the replication ingress's) report once.
-    const line = `--${flag}: ${message}`;
-    if (!this.list.includes(line)) this.list.push(line);
-  }
-}
-
 function hostPort(
   raw: RawSidecarOptions,
   flag: string,
-  errors: Errors,
+  errors: FlagErrors,
   required: boolean,
 ): HostPort | undefined {
-  const value = raw[flag];
-  if (!present(value)) {
-    if (required) errors.add(flag, 'is required (host:port)');
-    return undefined;
-  }
-  const parsed = parseHostPort(String(value));
-  if (typeof parsed === 'string') errors.add(flag, parsed);
-  else return parsed;
-  return undefined;
-}
-
-export function parseHostPort(text: string): HostPort | string {
-  const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d+)$/.exec(text.trim());
-  if (!match) return `'${text}' is not host:port`;
-  const port = Number(match[2]);
-  if (port < 1 || port > 65_535) return `port ${port} in '${text}' is outside 1-65535`;
-  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+  if (required && !present(raw[flag])) errors.add(flag, 'is required (host:port)');
+  return hostPortFlag(raw, flag, errors);
 }
 
 function integer(
   raw: RawSidecarOptions,
   flag: string,
-  errors: Errors,
+  errors: FlagErrors,
   min: number,
   max: number,
 ): number | undefined {
-  const value = raw[flag];
-  if (!present(value)) return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    errors.add(flag, `'${value}' is not a whole number from ${min} to ${max}`);
-    return undefined;
-  }
-  return n;
+  return readFlag(raw, flag, errors, (text) => parseNumber(text, min, max, true));
 }
 
 /**
@@ -220,7 +203,7 @@ function integer(
  * line naming the flag and the reason.
  */
 export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarConfig } | { errors: string[] } {
-  const errors = new Errors();
+  const errors = new FlagErrors();
   const withDefaults: RawSidecarOptions = {
     ...SIDECAR_DEFAULTS,
     ...Object.fromEntries(Object.entries(raw).filter(([, v]) => present(v))),
@@ -240,19 +223,14 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     );
   }
   const egressListenBase = integer(withDefaults, 'egress-listen-base', errors, 1, 65_535);
-  const egressListenHost = String(withDefaults['egress-listen-host']);
+  const egressListenHost =
+    flagText(withDefaults, 'egress-listen-host') ?? SIDECAR_DEFAULTS['egress-listen-host'];
 
-  const peerAddresses = brokerAddresses(
-    list(withDefaults['peer-address']),
-    'peer-address',
-    parseHostPort,
-    errors,
-  );
+  const peerAddresses = brokerAddresses(list(withDefaults['peer-address']), 'peer-address', errors);
   const template = addressTemplate(
-    withDefaults['peer-address-template'],
+    withDefaults,
     'peer-address-template',
     'kafka-{id}.kafka-headless:9193',
-    parseHostPort,
     errors,
   );
 
@@ -283,7 +261,7 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     ports: egressListenBase === undefined ? [] : egressBrokerIds.map((id) => egressListenBase + id),
   });
 
-  const adminRaw = String(withDefaults['admin-listen']);
+  const adminRaw = flagText(withDefaults, 'admin-listen');
   const adminListen = adminRaw === 'off' ? undefined : hostPort(withDefaults, 'admin-listen', errors, false);
   const maxFrameBytes = integer(withDefaults, 'max-frame-bytes', errors, 1024, 2_147_483_647);
   const maxBufferedBytes = integer(withDefaults, 'max-buffered-bytes', errors, 16_384, 1_073_741_824);
@@ -295,8 +273,8 @@ export function parseSidecarConfig(raw: RawSidecarOptions): { config: SidecarCon
     2 ** 50,
   );
   const drainTimeoutMs = integer(withDefaults, 'drain-timeout-ms', errors, 0, 600_000);
-  const fenceOnStop = bool(withDefaults, 'fence-on-stop', errors);
-  const logLevel = String(withDefaults['log-level']);
+  const fenceOnStop = boolFlag(withDefaults, 'fence-on-stop', errors);
+  const logLevel = flagText(withDefaults, 'log-level') ?? SIDECAR_DEFAULTS['log-level'];
   if (!LOG_LEVELS.includes(logLevel))
     errors.add('log-level', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
 
@@ -364,10 +342,10 @@ export function zoneIngressAuthRefusal(replicationTls: ListenerTlsConfig | undef
  */
 function parseControllerFlags(
   raw: RawSidecarOptions,
-  errors: Errors,
+  errors: FlagErrors,
   taken: { host: string; ports: number[] },
 ): { base?: number; host: string; addresses: Map<number, HostPort> } {
-  const host = String(raw['controller-listen-host']);
+  const host = flagText(raw, 'controller-listen-host') ?? SIDECAR_DEFAULTS['controller-listen-host'];
   const addresses = new Map<number, HostPort>();
   for (const entry of list(raw['controller-address'])) {
     const match = /^(\d+)=(.+)$/.exec(entry);
@@ -404,23 +382,15 @@ function parseControllerFlags(
   return { ...(base !== undefined ? { base } : {}), host, addresses };
 }
 
-function bool(raw: RawSidecarOptions, flag: string, errors: Errors): boolean | undefined {
-  const value = raw[flag];
-  if (value === true || value === 'true') return true;
-  if (value === false || value === 'false') return false;
-  errors.add(flag, `'${value}' is not true or false`);
-  return undefined;
-}
-
 function parseWalConfig(
   raw: RawSidecarOptions,
-  errors: Errors,
+  errors: FlagErrors,
   clientUpstream: HostPort | undefined,
   metadataClient: KafkaClientSecurity,
 ): WalConfig | undefined {
   const walTopics = list(raw['wal-topic']);
   const topicConfigs = list(raw['topic-config']);
-  const storeUrl = present(raw['wal-store-url']) ? String(raw['wal-store-url']) : undefined;
+  const storeUrl = flagText(raw, 'wal-store-url');
   if (storeUrl === undefined) {
     if (walTopics.length > 0 || topicConfigs.length > 0) {
       errors.add(
@@ -454,7 +424,7 @@ function parseWalConfig(
       LATENCY_BUDGET_LIMITS.max,
     ),
     targetBytes: integer(raw, 'wal-target-bytes', errors, targetBytes.min, targetBytes.max),
-    durableAck: bool(raw, 'wal-durable-ack', errors),
+    durableAck: boolFlag(raw, 'wal-durable-ack', errors),
     mode: 'auto',
     maxHoldMs,
     zoneLocal: false,
@@ -497,7 +467,7 @@ function parseWalConfig(
     uploadDeadlineMs: uploadDeadlineMs!,
     ...(maxPendingBytes !== undefined ? { maxPendingBytes } : {}),
     degradeAfterMs: degradeAfterMs!,
-    sealWhenProducersWait: bool(raw, 'wal-seal-when-producers-wait', errors) ?? true,
+    sealWhenProducersWait: boolFlag(raw, 'wal-seal-when-producers-wait', errors) ?? true,
     maxHoldMs: maxHoldMs!,
     readStoreUrls: list(raw['wal-read-store-url']),
     readStoreMaxOpen: readStoreMaxOpen!,
@@ -505,7 +475,7 @@ function parseWalConfig(
     fillDeadlineMs: fillDeadlineMs!,
     metadata: {
       bootstrap: metadataBootstrap,
-      topic: String(raw['metadata-topic']),
+      topic: flagText(raw, 'metadata-topic') ?? SIDECAR_DEFAULTS['metadata-topic'],
       partitions: partitions!,
       replicationFactor: replicationFactor!,
       retentionMs: retentionMs!,
@@ -514,10 +484,10 @@ function parseWalConfig(
   };
 }
 
-function parseCostPolicy(raw: RawSidecarOptions, errors: Errors): CostPolicyConfig | undefined {
+function parseCostPolicy(raw: RawSidecarOptions, errors: FlagErrors): CostPolicyConfig | undefined {
   let prices: PriceTable | undefined = DEFAULT_PRICES;
-  if (present(raw['cost-prices'])) {
-    const file = String(raw['cost-prices']);
+  const file = flagText(raw, 'cost-prices');
+  if (file !== undefined) {
     try {
       const merged = mergePrices(JSON.parse(readFileSync(file, 'utf8')), file);
       if ('errors' in merged) {

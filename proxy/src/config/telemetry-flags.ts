@@ -1,3 +1,5 @@
+import { FlagErrors, flagText } from './flag-values.js';
+
 /** Telemetry settings of `walproxy sidecar` (flags --otlp-endpoint, --otel-service-name, --metrics-export-interval-ms). */
 export interface TelemetryOptions {
   /** OTLP/HTTP base URL (e.g. http://collector:4318); unset = no OTLP export, /metrics only. */
@@ -17,29 +19,27 @@ export function parseTelemetryOptions(
   argv: Record<string, unknown>,
   env: NodeJS.ProcessEnv = process.env,
 ): { options: TelemetryOptions } | { errors: string[] } {
-  const errors: string[] = [];
-  const str = (key: string): string | undefined => {
-    const value = argv[key];
-    return value === undefined || value === null || value === '' ? undefined : String(value);
-  };
-  let otlpEndpoint = str('otlp-endpoint') ?? (env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined);
+  const errors = new FlagErrors();
+  let otlpEndpoint = flagText(argv, 'otlp-endpoint') ?? (env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined);
   if (otlpEndpoint !== undefined) {
     try {
       const url = new URL(otlpEndpoint);
       if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http(s)');
       otlpEndpoint = otlpEndpoint.replace(/\/+$/, '');
     } catch {
-      errors.push(`--otlp-endpoint: ${JSON.stringify(otlpEndpoint)} is not an http(s) URL`);
+      errors.add('otlp-endpoint', `${JSON.stringify(otlpEndpoint)} is not an http(s) URL`);
     }
   }
-  const serviceName = str('otel-service-name') ?? TELEMETRY_DEFAULTS['otel-service-name'];
-  const intervalText = str('metrics-export-interval-ms') ?? TELEMETRY_DEFAULTS['metrics-export-interval-ms'];
+  const serviceName = flagText(argv, 'otel-service-name') ?? TELEMETRY_DEFAULTS['otel-service-name'];
+  const intervalText =
+    flagText(argv, 'metrics-export-interval-ms') ?? TELEMETRY_DEFAULTS['metrics-export-interval-ms'];
   const metricsExportIntervalMs = Number(intervalText);
   if (!/^\d+$/.test(intervalText) || metricsExportIntervalMs < 1000 || metricsExportIntervalMs > 3_600_000) {
-    errors.push(
-      `--metrics-export-interval-ms: ${JSON.stringify(intervalText)} is not an integer from 1000 to 3600000`,
+    errors.add(
+      'metrics-export-interval-ms',
+      `${JSON.stringify(intervalText)} is not an integer from 1000 to 3600000`,
     );
   }
-  if (errors.length > 0) return { errors };
+  if (errors.list.length > 0) return { errors: errors.list };
   return { options: { otlpEndpoint, serviceName, metricsExportIntervalMs } };
 }

@@ -18,7 +18,7 @@ import {
   type TlsFileRole,
   type TlsFiles,
 } from '../net/tls-material.js';
-import type { FlagErrorSink } from './s3-flags.js';
+import { boolFlag, type FlagErrorSink, flagText, present } from './flag-values.js';
 
 /** TLS termination on an ingress listener. */
 export interface ListenerTlsConfig {
@@ -141,25 +141,6 @@ export function securityFlagOptions<T>(yargs: Argv<T>): Argv<T> {
     .option('metadata-tls-key', pem('PEM key of --metadata-tls-cert'));
 }
 
-function present(value: unknown): boolean {
-  return value !== undefined && value !== null && value !== '';
-}
-
-function text(raw: Record<string, unknown>, flag: string): string | undefined {
-  const value = raw[flag];
-  if (!present(value)) return undefined;
-  return Array.isArray(value) ? String(value.at(-1)) : String(value);
-}
-
-function bool(raw: Record<string, unknown>, flag: string, errors: FlagErrorSink): boolean | undefined {
-  const value = text(raw, flag);
-  if (value === undefined) return undefined;
-  if (value === 'true') return true;
-  if (value === 'false') return false;
-  errors.add(flag, `'${value}' is not true or false`);
-  return undefined;
-}
-
 /**
  * Loads a TLS file set once to validate it; every problem is reported against the flag that
  * named the file (`flagOf`), at most one line per file set.
@@ -184,7 +165,7 @@ function clientAuthOf(
   flag: string,
   errors: FlagErrorSink,
 ): ClientAuth | undefined {
-  const value = text(raw, flag) ?? SECURITY_DEFAULTS[flag as keyof typeof SECURITY_DEFAULTS];
+  const value = flagText(raw, flag) ?? SECURITY_DEFAULTS[flag as keyof typeof SECURITY_DEFAULTS];
   if ((CLIENT_AUTH_MODES as readonly string[]).includes(value)) return value as ClientAuth;
   errors.add(flag, `'${value}' is not ${CLIENT_AUTH_MODES.join(', ')}`);
   return undefined;
@@ -197,15 +178,15 @@ function listenerTls(
   errors: FlagErrorSink,
 ): ListenerTlsConfig | undefined {
   const flag = (role: string) => `${prefix}-tls-${role}`;
-  const cert = text(raw, flag('cert'));
-  const key = text(raw, flag('key'));
-  const ca = text(raw, flag('ca'));
+  const cert = flagText(raw, flag('cert'));
+  const key = flagText(raw, flag('key'));
+  const ca = flagText(raw, flag('ca'));
   if (cert === undefined && key === undefined) {
     if (ca !== undefined)
       errors.add(flag('cert'), `is required with --${flag('ca')} (TLS needs a certificate and key)`);
     if (
       present(raw[flag('client-auth')]) &&
-      text(raw, flag('client-auth')) !== SECURITY_DEFAULTS[`${prefix}-tls-client-auth`]
+      flagText(raw, flag('client-auth')) !== SECURITY_DEFAULTS[`${prefix}-tls-client-auth`]
     ) {
       errors.add(flag('cert'), `is required with --${flag('client-auth')} (TLS needs a certificate and key)`);
     }
@@ -242,15 +223,15 @@ function peerTls(
   errors: FlagErrorSink,
 ): PeerTlsConfig | undefined {
   const explicit = {
-    ca: text(raw, 'peer-tls-ca'),
-    cert: text(raw, 'peer-tls-cert'),
-    key: text(raw, 'peer-tls-key'),
+    ca: flagText(raw, 'peer-tls-ca'),
+    cert: flagText(raw, 'peer-tls-cert'),
+    key: flagText(raw, 'peer-tls-key'),
   };
   const enabled =
-    bool(raw, 'peer-tls', errors) ??
+    boolFlag(raw, 'peer-tls', errors) ??
     (replicationTls !== undefined || Object.values(explicit).some((v) => v !== undefined));
-  const verifyHostname = bool(raw, 'peer-tls-verify-hostname', errors) ?? true;
-  const serverName = text(raw, 'peer-tls-server-name');
+  const verifyHostname = boolFlag(raw, 'peer-tls-verify-hostname', errors) ?? true;
+  const serverName = flagText(raw, 'peer-tls-server-name');
   if (serverName !== undefined && !/^[A-Za-z0-9.{}:_-]+$/.test(serverName)) {
     errors.add(
       'peer-tls-server-name',
@@ -288,9 +269,9 @@ function peerTls(
 }
 
 function metadataSasl(raw: Record<string, unknown>, errors: FlagErrorSink): SaslCredentials | undefined {
-  const mechanismText = text(raw, 'metadata-sasl-mechanism');
-  const username = text(raw, 'metadata-sasl-username');
-  const passwordFile = text(raw, 'metadata-sasl-password-file');
+  const mechanismText = flagText(raw, 'metadata-sasl-mechanism');
+  const username = flagText(raw, 'metadata-sasl-username');
+  const passwordFile = flagText(raw, 'metadata-sasl-password-file');
   if (mechanismText === undefined) {
     if (username !== undefined)
       errors.add('metadata-sasl-mechanism', 'is required with --metadata-sasl-username');
@@ -335,11 +316,11 @@ function metadataTls(
 ): { files: TlsFiles } | undefined {
   const files: TlsFiles = {};
   for (const role of ['ca', 'cert', 'key'] as const) {
-    const value = text(raw, `metadata-tls-${role}`);
+    const value = flagText(raw, `metadata-tls-${role}`);
     if (value !== undefined) files[role] = value;
   }
   const enabled =
-    bool(raw, 'metadata-tls', errors) ?? (clientTls !== undefined || Object.keys(files).length > 0);
+    boolFlag(raw, 'metadata-tls', errors) ?? (clientTls !== undefined || Object.keys(files).length > 0);
   if (!enabled) return undefined;
   if ((files.cert === undefined) !== (files.key === undefined)) {
     errors.add(

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseSidecarConfig } from '../../src/config.js';
-import { zoneIngressAddress } from '../../src/zone/zone-config.js';
+import { parseSidecarConfig } from '../../src/config/sidecar-config.js';
+import { zoneIngressAddress } from '../../src/config/zone-flags.js';
 
 const base = {
   'broker-id': '1',

@@ -1,0 +1,29 @@
+// What scripts/check-imports.mjs lets through today, each with its reason. An entry that no longer
+// matches a violation fails the check: remove it in the change that fixes it.
+
+export const ALLOW = {
+  imports: [],
+  circles: [],
+  lines: [
+    {
+      file: 'proxy/src/zone/zone-produce.ts',
+      reason:
+        'one class (ZoneProduce, ~550 lines) holding one connection state machine (login, candidates, fill, answer); not split yet: issue #25 named the four largest first',
+    },
+    {
+      file: 'proxy/src/store/s3-data-path.ts',
+      reason:
+        'one class (S3DataPath) for PUT/GET/HEAD without the SDK stack, with its signing and error mapping; not split yet: issue #25 named the four largest first',
+    },
+    {
+      file: 'e2e/src/cluster/kafka-cluster.ts',
+      reason:
+        'the test harness (not shipped): one KafkaCluster class starting brokers, controllers and sidecars; not split yet',
+    },
+    {
+      file: 'e2e/src/s3/store-front-process.ts',
+      reason:
+        'the test harness (not shipped): one process, the store front and its fault modes, by design only node builtins; not split yet',
+    },
+  ],
+};
