@@ -69,6 +69,19 @@ describe('the Helm chart’s scraping and admin-port policy', () => {
       expect(unknownFieldErrors(objects)).toEqual([]);
     });
 
+    it('fails those checks for a broken PodMonitor and NetworkPolicy (they are not vacuous)', async () => {
+      const badMonitor = structuredClone(monitor);
+      badMonitor.spec.podMetricsEndpoints[0].port = 9180;
+      const badPolicy = structuredClone(policy);
+      badPolicy.spec.ingress[0].ports[0].protocol = 'ICMP';
+      const unknownField = structuredClone(policy);
+      unknownField.spec.ingress[0].fromPods = [];
+      expect((await schemaErrors([badMonitor, badPolicy])).join('\n')).toMatch(
+        /PodMonitor\/kafka-walproxy: .*port[\s\S]*NetworkPolicy\/kafka-walproxy-broker: .*protocol/,
+      );
+      expect(unknownFieldErrors([unknownField]).join('\n')).toMatch(/'"fromPods"' does not exist/);
+    });
+
     it('scrapes /metrics on the sidecar’s admin port of exactly the broker pods, with the job label the rules select', () => {
       const { pod, container } = sidecar(objects);
       expect(monitor.metadata.labels).toMatchObject({ release: 'kube-prometheus-stack' });
