@@ -372,6 +372,81 @@ const CASES: Record<string, { fires: RuleCase[]; silent: RuleCase[] }> = {
       },
     ],
   },
+  WalproxyEventLoopLag: {
+    fires: [
+      {
+        given: 'the event loop late by 250 ms at p99 from minute 6',
+        series: { 'walproxy_event_loop_delay_p99{instance="b1"}': '5x5 250x15' },
+        at: '15m',
+        firing: [{ labels: b1, value: '250' }],
+      },
+    ],
+    silent: [
+      {
+        given: 'a 5 ms p99, and one 500 ms window (a GC pause) at minute 6',
+        series: { 'walproxy_event_loop_delay_p99{instance="b1"}': '5x5 500 5x14' },
+        at: '8m',
+        firing: [],
+      },
+    ],
+  },
+  WalproxyUploadsStalled: {
+    fires: [
+      {
+        given: 'batches waiting to be stored and no upload stored for 10 minutes (a frozen store)',
+        series: {
+          'walproxy_wal_upload_success_age_seconds{instance="b1"}': '0+60x20',
+          'walproxy_wal_pending_bytes{instance="b1"}': '100000x20',
+        },
+        at: '10m',
+        firing: [{ labels: b1, value: '10m 0s' }],
+      },
+    ],
+    silent: [
+      {
+        given: 'an idle leader: nothing stored for 10 minutes, nothing waiting',
+        series: {
+          'walproxy_wal_upload_success_age_seconds{instance="b1"}': '0+60x20',
+          'walproxy_wal_pending_bytes{instance="b1"}': '0x20',
+        },
+        at: '10m',
+        firing: [],
+      },
+      {
+        given: 'a busy leader storing an object every few seconds',
+        series: {
+          'walproxy_wal_upload_success_age_seconds{instance="b1"}': '2x20',
+          'walproxy_wal_pending_bytes{instance="b1"}': '100000x20',
+        },
+        at: '10m',
+        firing: [],
+      },
+    ],
+  },
+  WalproxyGetsStalled: {
+    fires: [
+      {
+        given: 'a follower side sending a GET a second, none answered for 10 minutes',
+        series: {
+          'walproxy_wal_reader_success_age_seconds{instance="b1"}': '0+60x20',
+          'walproxy_wal_reader_gets_total{instance="b1",kind="ranged"}': '0+60x20',
+        },
+        at: '10m',
+        firing: [{ labels: b1, value: '10m 0s' }],
+      },
+    ],
+    silent: [
+      {
+        given: 'a follower side with nothing to read (no GET sent)',
+        series: {
+          'walproxy_wal_reader_success_age_seconds{instance="b1"}': '0+60x20',
+          'walproxy_wal_reader_gets_total{instance="b1",kind="ranged"}': '0x20',
+        },
+        at: '10m',
+        firing: [],
+      },
+    ],
+  },
   WalproxySavingNegative: {
     fires: [
       {
@@ -436,10 +511,13 @@ function render(template: string, labels: Record<string, string>, value: string 
       labels[name] ? then.replaceAll('{{ . }}', labels[name]) : otherwise,
   );
   out = out.replace(/\{\{ \$labels\.(\w+) \}\}/g, (_, name: string) => labels[name] ?? '');
-  out = out.replace(/\{\{ (?:\$value \| humanize(?:Percentage)?|printf "[^"]*" \$value) \}\}/g, () => {
-    if (value === undefined) throw new Error(`the case gives no rendered $value for: ${template}`);
-    return value;
-  });
+  out = out.replace(
+    /\{\{ (?:\$value \| humanize(?:Percentage|Duration)?|printf "[^"]*" \$value) \}\}/g,
+    () => {
+      if (value === undefined) throw new Error(`the case gives no rendered $value for: ${template}`);
+      return value;
+    },
+  );
   if (out.includes('{{')) throw new Error(`render() does not know this template form: ${out}`);
   return out;
 }

@@ -175,6 +175,42 @@ export const ALERTS: readonly AlertSpec[] = [
       'The sidecar process uses {{ $value | humanizePercentage }} of its memory limit (resident memory); past the limit the container is OOM-killed and its broker fenced. Raise the memory limit (and the container’s), or lower the rate per broker.',
   },
   {
+    // The data path is one thread: a timer late by this much delays every connection's bytes,
+    // every held fetch and every fill as much (long synchronous work, GC pauses, CPU throttling).
+    alert: 'WalproxyEventLoopLag',
+    value: () => 'max by (instance) (walproxy_event_loop_delay_p99)',
+    condition: '> 100',
+    for: '5m',
+    severity: 'warning',
+    summary: 'The event loop of walproxy on {{ $labels.instance }} runs late',
+    description:
+      'p99 of the event-loop delay is {{ $value | humanize }} ms: every byte through this sidecar waits as long. Check its CPU (limit and throttling) on the dashboard, and its memory (GC pauses near the bound).',
+  },
+  {
+    // No stored upload for 5 minutes while batches wait for one: uploads that hang count no
+    // failure (a frozen store), so the error rules can stay silent; this does not.
+    alert: 'WalproxyUploadsStalled',
+    value: () => 'max by (instance) (walproxy_wal_upload_success_age_seconds)',
+    condition: '> 300',
+    onlyIf: () => 'max by (instance) (walproxy_wal_pending_bytes) > 0',
+    for: '2m',
+    severity: 'warning',
+    summary: 'No WAL object stored by {{ $labels.instance }} for {{ $value | humanizeDuration }}',
+    description:
+      'Batches wait to be stored and no upload has succeeded for {{ $value | humanizeDuration }}: the store does not answer or refuses every PUT. Held fetches and durable acks wait; past --max-hold-ms batches go inline.',
+  },
+  {
+    alert: 'WalproxyGetsStalled',
+    value: () => 'max by (instance) (walproxy_wal_reader_success_age_seconds)',
+    condition: '> 300',
+    onlyIf: (w) => `sum by (instance) (rate(walproxy_wal_reader_gets_total[${w}])) > 0`,
+    for: '2m',
+    severity: 'warning',
+    summary: 'No GET from the store answered on {{ $labels.instance }} for {{ $value | humanizeDuration }}',
+    description:
+      'This follower side sends GETs and none has answered for {{ $value | humanizeDuration }}: every fill falls back inline (replication correct, crossing zones). Check the store and the sidecar’s read access.',
+  },
+  {
     // What walproxy's replication cost beyond stock over the last hour, only where WAL objects were
     // uploaded in it: without WAL traffic there is nothing to price (an idle or all-inline cluster
     // saves exactly 0, docs/cost.md).
@@ -186,11 +222,12 @@ export const ALERTS: readonly AlertSpec[] = [
     severity: 'warning',
     summary: 'walproxy costs more than stock replication',
     description:
-      "Over the last hour walproxy's replication cost {{ printf \"%.4g\" $value }} USD more than stock replication of the same bytes would have (relaying CPU not counted). mode=auto keeps groups whose objects would not pay inline; topics set to mode=wal or durable.ack=true pay for their objects whatever they cost. A longer latency.budget.ms, or mode=auto for quiet topics, lowers the cost.",
+      'Over the last hour walproxy\'s replication cost {{ printf "%.4g" $value }} USD more than stock replication of the same bytes would have (relaying CPU not counted). mode=auto keeps groups whose objects would not pay inline; topics set to mode=wal or durable.ack=true pay for their objects whatever they cost. A longer latency.budget.ms, or mode=auto for quiet topics, lowers the cost.',
   },
 ];
 
-/** The PromQL of one rule: its value over `window`, then its condition. */
+/** The PromQL of one rule: its value over `window`, then its condition, then where it applies. */
 export function alertExpr(alert: AlertSpec, window = '5m'): string {
-  return `(${alert.value(window)}) ${alert.condition}`;
+  const expr = `(${alert.value(window)}) ${alert.condition}`;
+  return alert.onlyIf ? `${expr} and on(instance) (${alert.onlyIf(window)})` : expr;
 }
