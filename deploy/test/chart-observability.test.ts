@@ -84,7 +84,7 @@ describe('the Helm chart’s dashboard and alert rules', () => {
     );
     const rules = rule.spec.groups.flatMap((g: { rules: Array<{ alert: string; expr: string }> }) => g.rules);
     expect(rules.find((r: { alert: string }) => r.alert === 'WalproxySidecarDown').expr).toBe(
-      '(up{job="streaming/kafka-walproxy"}) == 0',
+      '(up{job="streaming/kafka-walproxy"} or on() (0 * absent(up{job="streaming/kafka-walproxy"}))) == 0',
     );
     expect(JSON.stringify(rules)).not.toContain('job="walproxy"');
   });

@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { AdminServer } from './admin/admin-server.js';
 import type { SidecarConfig } from './config/sidecar-config.js';
-import { priceSidecar } from './cost/live.js';
+import { SidecarCostMeter } from './cost/live.js';
 import { SaslHandshakeFilter } from './filters/sasl-handshake.js';
 import { buildListeners } from './listeners.js';
 import type { Logger } from './log.js';
@@ -84,6 +84,7 @@ export class Sidecar {
   /** Set by start(): the OpenTelemetry SDK loads once the listeners are open (startTelemetry). */
   #telemetry?: Promise<Telemetry>;
   #telemetryLoaded?: Telemetry;
+  #costMeter?: SidecarCostMeter;
   /** Certificates in use, each re-read every second and swapped in for new handshakes when changed. */
   readonly tlsMaterials: TlsMaterial[];
   readonly saslHandshake = new SaslHandshakeFilter();
@@ -194,22 +195,22 @@ export class Sidecar {
       fromUpstream += counters.bytesFromUpstream;
     }
     const cpu = process.cpuUsage();
-    return priceSidecar(
-      {
-        bytesReferenced: wal.fetchStrip.stats.bytesReferenced,
-        inlineBytes: wal.fetchStrip.stats.inlineBytes,
-        uploadAttempts: wal.writer.stats.uploadAttempts,
-        bytesUploaded: wal.writer.stats.bytesUploaded,
-        gets: wal.reader.stats.gets,
-        bytesFetched: wal.reader.stats.bytesFetched,
-        bytesFromDownstream: fromDownstream,
-        bytesFromUpstream: fromUpstream,
-        cpuSeconds: (cpu.user + cpu.system) / 1e6,
-        uptimeSeconds: process.uptime(),
-      },
-      cost.prices,
-      { replicationFactor: cost.replicationFactor, zones: cost.zones },
-    );
+    this.#costMeter ??= new SidecarCostMeter(cost.prices, {
+      replicationFactor: cost.replicationFactor,
+      zones: cost.zones,
+    });
+    return this.#costMeter.price({
+      bytesReferenced: wal.fetchStrip.stats.bytesReferenced,
+      inlineBytes: wal.fetchStrip.stats.inlineBytes,
+      uploadAttempts: wal.writer.stats.uploadAttempts,
+      bytesUploaded: wal.writer.stats.bytesUploaded,
+      gets: wal.reader.stats.gets,
+      bytesFetched: wal.reader.stats.bytesFetched,
+      bytesFromDownstream: fromDownstream,
+      bytesFromUpstream: fromUpstream,
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      uptimeSeconds: process.uptime(),
+    });
   }
 
   counters(): {

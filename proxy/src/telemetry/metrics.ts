@@ -547,7 +547,7 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     counter(
       'walproxy.cost.spent',
       'USD',
-      'What this sidecar’s replication cost since it started, priced from its counters, by item (put_requests, upload, get_requests, retrieval, storage, cross_zone, cpu_wal; cpu_proxy: relaying, as any proxy, not in the saving)',
+      'What this sidecar’s replication cost since it started, priced from its counters, by item (put_requests, upload, get_requests, retrieval, storage, cross_zone, cpu_wal; cpu_proxy: relaying and idling, as any proxy, not in the saving)',
       (r) => {
         for (const line of [...current().walproxy, ...current().proxy]) {
           if (line.key !== undefined) r.observe(line.usd, { item: line.key });

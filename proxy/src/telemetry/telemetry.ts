@@ -16,6 +16,7 @@ import { FETCH_STRIP_CHANNELS } from '../filters/fetch-strip.js';
 import { PRODUCE_WAL_CHANNELS } from '../filters/produce-wal.js';
 import type { Logger } from '../log.js';
 import { WAL_READER_CHANNELS, WAL_WRITER_CHANNELS } from '../wal/channels.js';
+import { DataPathLiveness, observeLiveness } from './liveness.js';
 import { ChannelMetrics, observeSources } from './metrics.js';
 import type { TelemetrySources } from './sources.js';
 import { SpanMapper } from './spans.js';
@@ -47,6 +48,7 @@ export class Telemetry {
   readonly #log: Logger;
   readonly #otlpEndpoint: string | undefined;
   #started = false;
+  readonly #liveness = new DataPathLiveness();
 
   constructor(init: TelemetryInit) {
     this.#log = init.log;
@@ -75,6 +77,7 @@ export class Telemetry {
     this.meterProvider = new MeterProvider({ resource, readers });
     const meter = this.meterProvider.getMeter(INSTRUMENTATION_SCOPE, VERSION);
     observeSources(meter, init.sources);
+    observeLiveness(meter, this.#liveness, init.sources.wal !== undefined);
     const m = new ChannelMetrics(meter);
     // Without a span processor nothing would ever see a span: do not make any.
     let spans: SpanMapper | undefined;
@@ -99,9 +102,13 @@ export class Telemetry {
     });
     on(W.uploadEnd, (e: Parameters<SpanMapper['uploadEnd']>[0]) => {
       m.uploadEnd(e);
+      if (e.error === undefined) this.#liveness.uploadStored();
       spans?.uploadEnd(e);
     });
-    on(WAL_READER_CHANNELS.get, (e: Parameters<ChannelMetrics['readerGot']>[0]) => m.readerGot(e));
+    on(WAL_READER_CHANNELS.get, (e: Parameters<ChannelMetrics['readerGot']>[0]) => {
+      m.readerGot(e);
+      if (e.outcome === 'ok') this.#liveness.getAnswered();
+    });
     on(W.appendRefused, (e: Parameters<ChannelMetrics['appendRefused']>[0]) => m.appendRefused(e));
     on(PRODUCE_WAL_CHANNELS.durableAck, (e: Parameters<SpanMapper['durableAck']>[0]) => {
       m.durableAckDone(e);
@@ -131,6 +138,7 @@ export class Telemetry {
     if (this.#started) return;
     this.#started = true;
     for (const [name, handler] of this.#subscriptions) subscribe(name, handler);
+    this.#liveness.start();
     if (this.#otlpEndpoint)
       this.#log.info({ otlpEndpoint: this.#otlpEndpoint }, 'exporting telemetry over OTLP/HTTP');
   }
@@ -149,6 +157,7 @@ export class Telemetry {
   async stop(timeoutMs = TELEMETRY_STOP_TIMEOUT_MS): Promise<void> {
     if (this.#started) {
       for (const [name, handler] of this.#subscriptions) unsubscribe(name, handler);
+      this.#liveness.stop();
       this.#started = false;
     }
     const shutdown = Promise.allSettled([this.meterProvider.shutdown(), this.tracerProvider?.shutdown()]);

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { parsePrometheusText, type Sample } from '../../src/cost/counters-source.js';
-import { priceSidecar, type SidecarUsage } from '../../src/cost/live.js';
+import { SidecarCostMeter, type SidecarUsage } from '../../src/cost/live.js';
 import { DEFAULT_PRICES } from '../../src/cost/prices.js';
 import { Telemetry } from '../../src/telemetry/index.js';
 import type { SealingGroupStats } from '../../src/wal/sealing-policy.js';
@@ -56,7 +56,7 @@ describe('cost-aware replication on /metrics', () => {
         switchesToInline: 0,
       },
     ];
-    const cost = priceSidecar(usage, DEFAULT_PRICES, { replicationFactor: 3, zones: 3 });
+    const cost = new SidecarCostMeter(DEFAULT_PRICES, { replicationFactor: 3, zones: 3 }).price(usage);
     fake.sources.wal!.sealing = () => groups;
     fake.sources.wal!.cost = () => cost;
     fake.produce.batchesNotCopiedInlineMode = 3;
@@ -91,17 +91,5 @@ describe('cost-aware replication on /metrics', () => {
     }
     expect(value(samples, 'walproxy_cost_stock_total')).toBeCloseTo(cost.stockUsd, 9);
     expect(value(samples, 'walproxy_cost_saved')).toBeCloseTo(cost.savedUsd, 9);
-  });
-
-  it('prices a sidecar’s own counters: relayed bytes at the pass-through rate, the rest of its CPU to the WAL path', () => {
-    const cost = priceSidecar(usage, DEFAULT_PRICES, { replicationFactor: 3, zones: 3 });
-    // Relaying: 36 GiB × 1.03 + 10 GiB × 0.86 = 45.68 CPU-s; the WAL path the other 3,554.32 s
-    const cpu = (key: string) => [...cost.walproxy, ...cost.proxy].find((l) => l.key === key)!;
-    expect(cpu('cpu_proxy').quantity).toBeCloseTo(45.68 / 3600, 12);
-    expect(cpu('cpu_wal').quantity).toBeCloseTo(3_554.32 / 3600, 12);
-    // Stock: 72 GB to followers in other zones × $0.02 = $1.44
-    expect(cost.stockUsd).toBeCloseTo(1.44, 12);
-    expect(cost.savedUsd).toBeCloseTo(cost.stockUsd - cost.walproxyUsd, 12);
-    expect(cost.savedUsd).toBeGreaterThan(0);
   });
 });

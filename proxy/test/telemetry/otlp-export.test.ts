@@ -1,7 +1,7 @@
 import { channel } from 'node:diagnostics_channel';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { Telemetry } from '../../src/telemetry/index.js';
 import { TELEMETRY_STOP_TIMEOUT_MS } from '../../src/telemetry/telemetry.js';
@@ -18,6 +18,7 @@ import { fakeSources, silentLog } from './fixtures.js';
 const servers: Array<http.Server | net.Server> = [];
 const hungSockets = new Set<net.Socket>();
 afterEach(async () => {
+  vi.unstubAllEnvs();
   for (const socket of hungSockets) socket.destroy();
   hungSockets.clear();
   for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
@@ -75,6 +76,35 @@ describe('OTLP/HTTP export', () => {
     expect(paths).toContain('/v1/traces');
     expect(received.map((r) => r.type)).toEqual(received.map(() => 'application/json'));
     expect(received.every((r) => r.bytes > 0)).toBe(true);
+  });
+
+  it('samples traces as OTEL_TRACES_SAMPLER says (the Helm chart’s walproxy.tracing values)', async () => {
+    // Given the sampler variables the chart sets, recording no trace
+    vi.stubEnv('OTEL_TRACES_SAMPLER', 'traceidratio');
+    vi.stubEnv('OTEL_TRACES_SAMPLER_ARG', '0');
+    const { url, received } = await collector();
+    const telemetry = new Telemetry({
+      sources: fakeSources().sources,
+      log: silentLog,
+      otlpEndpoint: url,
+      metricsExportIntervalMs: 3_600_000,
+    });
+    telemetry.start();
+    // When a WAL object is sealed and uploaded, and telemetry stops
+    const event = { objectKey: 'k1', size: 1_000, batchCount: 2 };
+    channel(WAL_WRITER_CHANNELS.seal).publish({ ...event, reason: 'size', ageMs: 4 } satisfies WalSealEvent);
+    channel(WAL_WRITER_CHANNELS.uploadStart).publish({ ...event, queuedMs: 0 } satisfies WalUploadStartEvent);
+    channel(WAL_WRITER_CHANNELS.uploadEnd).publish({
+      ...event,
+      attempts: 1,
+      durationMs: 3,
+      error: undefined,
+    } satisfies WalUploadEndEvent);
+    await telemetry.stop();
+    // Then metrics went out and no span did
+    const paths = received.map((r) => r.path);
+    expect(paths).toContain('/v1/metrics');
+    expect(paths).not.toContain('/v1/traces');
   });
 
   it('stops within its bound when the collector accepts and never answers', async () => {

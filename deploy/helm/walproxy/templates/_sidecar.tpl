@@ -94,11 +94,19 @@ env:
     value: "--max-old-space-size={{ div (mul (int64 .) 44) 104857600 }}"
   {{- end }}
   {{- if $w.otlpEndpoint }}
-  # Read once walproxy exports OTLP (issue 6).
   - name: OTEL_EXPORTER_OTLP_ENDPOINT
     value: {{ $w.otlpEndpoint | quote }}
   - name: OTEL_SERVICE_NAME
     value: walproxy
+  {{- with $w.tracing.sampler }}
+  # Read by the OpenTelemetry SDK's tracer provider (walproxy passes it no sampler of its own).
+  - name: OTEL_TRACES_SAMPLER
+    value: {{ . | quote }}
+  {{- end }}
+  {{- with $w.tracing.samplerArg }}
+  - name: OTEL_TRACES_SAMPLER_ARG
+    value: {{ . | quote }}
+  {{- end }}
   {{- end }}
   {{- with $w.extraEnv }}
   {{- toYaml . | nindent 2 }}

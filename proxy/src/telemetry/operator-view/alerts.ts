@@ -21,18 +21,26 @@ const NOT_A_FALLBACK = 'control|requested_inline|topic_not_in_wal|mode_inline|gr
 
 export const ALERTS: readonly AlertSpec[] = [
   {
+    // `up` is 0 for a target that does not answer, and absent when there is no target at all (no
+    // PodMonitor or ServiceMonitor selects the pods, every pod is gone, a relabelled job name):
+    // then the absent() term is 0 too, labelled with the job only.
     alert: 'WalproxySidecarDown',
-    value: () => `up{job="${ALERT_JOB}"}`,
+    value: () => `up{job="${ALERT_JOB}"} or on() (0 * absent(up{job="${ALERT_JOB}"}))`,
     condition: '== 0',
     for: '2m',
     severity: 'critical',
-    summary: 'walproxy sidecar {{ $labels.instance }} is not answering /metrics',
+    summary:
+      '{{ with $labels.instance }}walproxy sidecar {{ . }} is not answering /metrics{{ else }}No walproxy sidecar is scraped (job {{ $labels.job }}){{ end }}',
     description:
-      'Prometheus cannot scrape {{ $labels.instance }}. Clients and followers reach the broker only through its sidecar: check the pod and its logs.',
+      '{{ with $labels.instance }}Prometheus cannot scrape {{ . }}. Clients and followers reach the broker only through its sidecar: check the pod and its logs.{{ else }}Prometheus has no scrape target of this job: the PodMonitor or ServiceMonitor selects no pod (metrics.podMonitor / metrics.serviceMonitor in the chart, and the Prometheus selectors), or every broker pod is gone.{{ end }}',
   },
   {
+    // kube-state-metrics reports a native sidecar (an init container with restartPolicy Always: the
+    // chart's default and deploy/patch) under the init-container series, a plain container under
+    // kube_pod_container_status_ready; a pod has one or the other.
     alert: 'WalproxySidecarNotReady',
-    value: () => 'kube_pod_container_status_ready{container="walproxy"}',
+    value: () =>
+      'kube_pod_init_container_status_ready{container="walproxy"} or kube_pod_container_status_ready{container="walproxy"}',
     condition: '== 0',
     for: '5m',
     severity: 'warning',
@@ -62,15 +70,19 @@ export const ALERTS: readonly AlertSpec[] = [
       '{{ $value | humanizePercentage }} of the batches this leader could send to followers as references go inline instead (batches missing from the WAL, the store not answering in time, broker rewrites, unknown topics, store faults). Replication is correct but crosses zones: look at the inline reasons on the dashboard.',
   },
   {
+    // A store call that failed was retried (a retry) or was the object's last (a failure), so
+    // retries + failures over attempts is the share of PUTs that failed. Object stores fail the odd
+    // call by design (S3: retry a 500 or 503); a share, held for twice the window, lets one retry
+    // now and then pass and fires on a store that keeps failing.
     alert: 'WalproxyStorePutErrors',
     value: (w) =>
-      `sum by (instance) (rate(walproxy_wal_upload_retries_total[${w}])) + sum by (instance) (rate(walproxy_wal_upload_failures_total[${w}]))`,
-    condition: '> 0',
-    for: '5m',
+      `(sum by (instance) (rate(walproxy_wal_upload_retries_total[${w}])) + sum by (instance) (rate(walproxy_wal_upload_failures_total[${w}]))) / sum by (instance) (rate(walproxy_wal_upload_attempts_total[${w}]))`,
+    condition: '> 0.05',
+    for: '10m',
     severity: 'warning',
     summary: 'WAL uploads from {{ $labels.instance }} fail',
     description:
-      'Upload attempts are retried or objects are not stored ({{ $value | humanize }}/s); their batches replicate inline. Check the store (permissions, throttling, endpoint).',
+      '{{ $value | humanizePercentage }} of the store calls for WAL objects fail; objects whose retries run out are not stored and their batches replicate inline. Check the store (permissions, throttling, endpoint).',
   },
   {
     alert: 'WalproxyStoreGetErrors',
@@ -107,15 +119,19 @@ export const ALERTS: readonly AlertSpec[] = [
       'p99 of one store call is {{ $value | humanize }} ms. Held fetches and durable acks wait for uploads: past --max-hold-ms batches go inline.',
   },
   {
+    // A fill is released at the fill deadline (250 ms by default) whatever the store does, so its
+    // duration never gets far past it: the symptom of a slowing store is fills that take a large
+    // part of the deadline, before they miss it (WalproxyFillDeadlineMissed). S3 Express answers
+    // in single-digit milliseconds.
     alert: 'WalproxySlowFills',
     value: (w) =>
       `histogram_quantile(0.99, sum by (instance, le) (rate(walproxy_fetch_fill_duration_bucket[${w}])))`,
-    condition: '> 1000',
+    condition: '> 100',
     for: '10m',
     severity: 'warning',
     summary: 'Follower fills on {{ $labels.instance }} are slow',
     description:
-      'p99 of a follower fill (range GETs included) is {{ $value | humanize }} ms. Slow fills delay replication and can push followers out of the ISR.',
+      'p99 of a follower fill (range GETs included) is {{ $value | humanize }} ms, near the fill deadline (--fill-deadline-ms, 250 ms by default) past which fills go inline. Slow fills delay replication: check the GET latency panel and the store.',
   },
   {
     alert: 'WalproxyFillDeadlineMissed',
@@ -159,19 +175,59 @@ export const ALERTS: readonly AlertSpec[] = [
       'The sidecar process uses {{ $value | humanizePercentage }} of its memory limit (resident memory); past the limit the container is OOM-killed and its broker fenced. Raise the memory limit (and the container’s), or lower the rate per broker.',
   },
   {
+    // The data path is one thread: a timer late by this much delays every connection's bytes,
+    // every held fetch and every fill as much (long synchronous work, GC pauses, CPU throttling).
+    alert: 'WalproxyEventLoopLag',
+    value: () => 'max by (instance) (walproxy_event_loop_delay_p99)',
+    condition: '> 100',
+    for: '5m',
+    severity: 'warning',
+    summary: 'The event loop of walproxy on {{ $labels.instance }} runs late',
+    description:
+      'p99 of the event-loop delay is {{ $value | humanize }} ms: every byte through this sidecar waits as long. Check its CPU (limit and throttling) on the dashboard, and its memory (GC pauses near the bound).',
+  },
+  {
+    // No stored upload for 5 minutes while batches wait for one: uploads that hang count no
+    // failure (a frozen store), so the error rules can stay silent; this does not.
+    alert: 'WalproxyUploadsStalled',
+    value: () => 'max by (instance) (walproxy_wal_upload_success_age_seconds)',
+    condition: '> 300',
+    onlyIf: () => 'max by (instance) (walproxy_wal_pending_bytes) > 0',
+    for: '2m',
+    severity: 'warning',
+    summary: 'No WAL object stored by {{ $labels.instance }} for {{ $value | humanizeDuration }}',
+    description:
+      'Batches wait to be stored and no upload has succeeded for {{ $value | humanizeDuration }}: the store does not answer or refuses every PUT. Held fetches and durable acks wait; past --max-hold-ms batches go inline.',
+  },
+  {
+    alert: 'WalproxyGetsStalled',
+    value: () => 'max by (instance) (walproxy_wal_reader_success_age_seconds)',
+    condition: '> 300',
+    onlyIf: (w) => `sum by (instance) (rate(walproxy_wal_reader_gets_total[${w}])) > 0`,
+    for: '2m',
+    severity: 'warning',
+    summary: 'No GET from the store answered on {{ $labels.instance }} for {{ $value | humanizeDuration }}',
+    description:
+      'This follower side sends GETs and none has answered for {{ $value | humanizeDuration }}: every fill falls back inline (replication correct, crossing zones). Check the store and the sidecar’s read access.',
+  },
+  {
+    // What walproxy's replication cost beyond stock over the last hour, only where WAL objects were
+    // uploaded in it: without WAL traffic there is nothing to price (an idle or all-inline cluster
+    // saves exactly 0, docs/cost.md).
     alert: 'WalproxySavingNegative',
     value: () =>
-      'sum(increase(walproxy_cost_stock_total[1h])) - sum(increase(walproxy_cost_spent_total{item!="cpu_proxy"}[1h]))',
-    condition: '< 0',
+      '(sum(increase(walproxy_cost_spent_total{item!="cpu_proxy"}[1h])) - sum(increase(walproxy_cost_stock_total[1h]))) and on() (sum(increase(walproxy_wal_bytes_uploaded_total[1h])) > 0)',
+    condition: '> 0',
     for: '1h',
     severity: 'warning',
     summary: 'walproxy costs more than stock replication',
     description:
-      "Over the last hour walproxy's replication cost {{ $value | humanize }} USD more than stock replication of the same bytes would have (relaying CPU not counted). mode=auto keeps groups whose objects would not pay inline; topics set to mode=wal or durable.ack=true pay for their objects whatever they cost. A longer latency.budget.ms, or mode=auto for quiet topics, lowers the cost.",
+      'Over the last hour walproxy\'s replication cost {{ printf "%.4g" $value }} USD more than stock replication of the same bytes would have (relaying CPU not counted). mode=auto keeps groups whose objects would not pay inline; topics set to mode=wal or durable.ack=true pay for their objects whatever they cost. A longer latency.budget.ms, or mode=auto for quiet topics, lowers the cost.',
   },
 ];
 
-/** The PromQL of one rule: its value over `window`, then its condition. */
+/** The PromQL of one rule: its value over `window`, then its condition, then where it applies. */
 export function alertExpr(alert: AlertSpec, window = '5m'): string {
-  return `(${alert.value(window)}) ${alert.condition}`;
+  const expr = `(${alert.value(window)}) ${alert.condition}`;
+  return alert.onlyIf ? `${expr} and on(instance) (${alert.onlyIf(window)})` : expr;
 }

@@ -335,7 +335,7 @@ const follower: RowSpec = {
 };
 
 const memory: RowSpec = {
-  title: 'Memory and queues',
+  title: 'Memory, CPU and queues',
   panels: [
     {
       title: 'Memory against its bound',
@@ -374,6 +374,47 @@ const memory: RowSpec = {
         {
           expr: `sum by (instance) (walproxy_wal_metadata_queued${sel()})`,
           legend: '{{instance}} metadata queued',
+        },
+      ],
+    },
+    {
+      title: 'CPU',
+      description:
+        'CPU-seconds per second of each sidecar process (1 = one core), user and system together: against the container’s CPU request and limit, and what `walproxy.cost.spent{item=~"cpu_.*"}` prices.',
+      kind: 'timeseries',
+      unit: 'short',
+      queries: [
+        {
+          expr: `sum by (instance) (${rate('process_cpu_time_total')})`,
+          legend: '{{instance}} cores',
+        },
+      ],
+    },
+    {
+      title: 'Event-loop delay',
+      description:
+        'How late the sidecar’s one thread ran its timers (p99 and the longest, over 10 s windows): every byte through the sidecar waits as long. Rises with CPU throttling, long GC pauses near the memory bound, or a CPU-bound sidecar.',
+      kind: 'timeseries',
+      unit: 'ms',
+      queries: [
+        { expr: `max by (instance) (walproxy_event_loop_delay_p99${sel()})`, legend: '{{instance}} p99' },
+        { expr: `max by (instance) (walproxy_event_loop_delay_max${sel()})`, legend: '{{instance}} max' },
+      ],
+    },
+    {
+      title: 'Since the last success',
+      description:
+        'Seconds since this sidecar last stored a WAL object (leader side) and since a GET from the store last answered (follower side); since the start before the first. Growing while batches wait or GETs are sent: the store does not answer.',
+      kind: 'timeseries',
+      unit: 's',
+      queries: [
+        {
+          expr: `max by (instance) (walproxy_wal_upload_success_age_seconds${sel()})`,
+          legend: '{{instance}} upload',
+        },
+        {
+          expr: `max by (instance) (walproxy_wal_reader_success_age_seconds${sel()})`,
+          legend: '{{instance}} GET',
         },
       ],
     },

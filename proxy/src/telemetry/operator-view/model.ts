@@ -44,6 +44,12 @@ export interface AlertSpec {
   alert: string;
   value: (window: string) => string;
   condition: string;
+  /**
+   * Where the rule applies at all (a PromQL filter over the same `instance`s): the rule's
+   * expression becomes `(value) condition and on(instance) (onlyIf)`. `value` alone still returns
+   * series on any scraped sidecar.
+   */
+  onlyIf?: (window: string) => string;
   /** How long the condition must hold (Prometheus duration). */
   for: string;
   severity: 'critical' | 'warning';

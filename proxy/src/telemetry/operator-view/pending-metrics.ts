@@ -11,4 +11,6 @@ export const EXTERNAL_METRICS: Readonly<Record<string, string>> = {
   up: 'Prometheus’ own per-target series: present in the e2e (a real Prometheus scrapes), never on /metrics',
   kube_pod_container_status_ready:
     'kube-state-metrics in Kubernetes (the sidecar’s /readyz as the kubelet sees it): the e2e runs no Kubernetes',
+  kube_pod_init_container_status_ready:
+    'kube-state-metrics in Kubernetes, for a native sidecar (an init container with restartPolicy Always): the e2e runs no Kubernetes',
 };
