@@ -9,8 +9,8 @@
 // give that (the WAL path's CPU is the CPU beyond the modelled relaying cost, and the model can
 // outgrow the CPU actually spent), so each collection prices what happened since the previous one
 // and adds it to the lines.
-import { type ClusterLayout, relayCpuSeconds, SECONDS_PER_MONTH } from './economics.js';
-import { type MeasuredCost, type MeasuredCounters, priceMeasured } from './measured.js';
+import { type ClusterLayout, relayCpuSeconds } from './economics.js';
+import { costTotals, type MeasuredCost, type MeasuredCounters, priceMeasured } from './measured.js';
 import type { CostLine } from './model.js';
 import type { PriceTable } from './prices.js';
 
@@ -105,33 +105,7 @@ export class SidecarCostMeter {
     const stock = addLines(t.stock, step.stock);
     const walproxy = addLines(t.walproxy, step.walproxy);
     const proxy = addLines(t.proxy, step.proxy);
-    const sum = (lines: CostLine[]) => lines.reduce((n, l) => n + l.usd, 0);
-    const stockUsd = sum(stock);
-    const walproxyUsd = sum(walproxy);
-    const proxyUsd = sum(proxy);
-    const toMonth = usage.uptimeSeconds > 0 ? SECONDS_PER_MONTH / usage.uptimeSeconds : 0;
-    this.#total = {
-      ...step,
-      durationSec: usage.uptimeSeconds,
-      stock,
-      walproxy,
-      proxy,
-      stockUsd,
-      walproxyUsd,
-      proxyUsd,
-      totalUsd: walproxyUsd + proxyUsd,
-      savedUsd: stockUsd - walproxyUsd,
-      savedFraction: stockUsd > 0 ? (stockUsd - walproxyUsd) / stockUsd : 0,
-      netSavedUsd: stockUsd - walproxyUsd - proxyUsd,
-      perMonth: {
-        stockUsd: stockUsd * toMonth,
-        walproxyUsd: walproxyUsd * toMonth,
-        proxyUsd: proxyUsd * toMonth,
-        totalUsd: (walproxyUsd + proxyUsd) * toMonth,
-        savedUsd: (stockUsd - walproxyUsd) * toMonth,
-        netSavedUsd: (stockUsd - walproxyUsd - proxyUsd) * toMonth,
-      },
-    };
+    this.#total = { ...step, ...costTotals(stock, walproxy, proxy, usage.uptimeSeconds) };
     return this.#total;
   }
 }

@@ -192,14 +192,42 @@ export function priceMeasured(
       usd: vcpuHours(proxyCpuSeconds) * prices.vcpuHourUsd,
     },
   ];
+  return {
+    ...costTotals(stock, walproxy, proxy, counters.durationSec),
+    crossZoneFollowers: cz,
+    crossZoneMeasured: crossMeasured,
+    cpuMeasured: counters.sidecarCpuSeconds !== undefined,
+  };
+}
+
+/** The three sides' lines, their sums, the saving and all of it per month at the rate of `durationSec`. */
+export function costTotals(
+  stock: CostLine[],
+  walproxy: CostLine[],
+  proxy: CostLine[],
+  durationSec: number,
+): Pick<
+  MeasuredCost,
+  | 'durationSec'
+  | 'stock'
+  | 'walproxy'
+  | 'proxy'
+  | 'stockUsd'
+  | 'walproxyUsd'
+  | 'proxyUsd'
+  | 'totalUsd'
+  | 'savedUsd'
+  | 'savedFraction'
+  | 'netSavedUsd'
+  | 'perMonth'
+> {
   const sum = (lines: CostLine[]) => lines.reduce((t, l) => t + l.usd, 0);
   const stockUsd = sum(stock);
   const walproxyUsd = sum(walproxy);
   const proxyUsd = sum(proxy);
-  const toMonth = counters.durationSec > 0 ? SECONDS_PER_MONTH / counters.durationSec : 0;
+  const toMonth = durationSec > 0 ? SECONDS_PER_MONTH / durationSec : 0;
   return {
-    durationSec: counters.durationSec,
-    crossZoneFollowers: cz,
+    durationSec,
     stock,
     walproxy,
     proxy,
@@ -218,7 +246,5 @@ export function priceMeasured(
       savedUsd: (stockUsd - walproxyUsd) * toMonth,
       netSavedUsd: (stockUsd - walproxyUsd - proxyUsd) * toMonth,
     },
-    crossZoneMeasured: crossMeasured,
-    cpuMeasured: counters.sidecarCpuSeconds !== undefined,
   };
 }
