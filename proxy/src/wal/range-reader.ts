@@ -11,6 +11,7 @@ import { channel } from 'node:diagnostics_channel';
 import { ObjectStoreError } from '../store/errors.js';
 import type { ByteRange, ObjectStore } from '../store/object-store.js';
 import { WAL_READER_CHANNELS, type WalReaderGetEvent } from './channels.js';
+import { RecentKeys } from './recent-keys.js';
 
 const readerChannels = { get: channel(WAL_READER_CHANNELS.get) };
 
@@ -192,7 +193,7 @@ export class WalRangeReader {
   /** Per object: its whole bytes, or disjoint spans none of which touches another. */
   readonly #cached = new Map<string, Span[]>();
   readonly #inFlight = new Map<string, InFlight[]>();
-  readonly #seen = new Set<string>();
+  readonly #seen = new RecentKeys(SEEN_KEYS);
   #running = 0;
   readonly #waiting: { start: () => void; cancel: (error: Error) => void }[] = [];
   readonly #closing = new AbortController();
@@ -368,11 +369,7 @@ export class WalRangeReader {
     try {
       this.stats.gets++;
       if (range === undefined) this.stats.wholeObjectGets++;
-      if (!this.#seen.has(objectKey)) {
-        this.stats.objectsRead++;
-        this.#seen.add(objectKey);
-        if (this.#seen.size > SEEN_KEYS) this.#seen.delete(this.#seen.values().next().value!);
-      }
+      if (this.#seen.add(objectKey)) this.stats.objectsRead++;
       // The signal makes a closing reader stop its GETs at the store too (the S3 client drops the connection).
       const began = performance.now();
       let data: Buffer;
