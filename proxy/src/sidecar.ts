@@ -412,19 +412,32 @@ export class Sidecar {
     wal.topicNames.stop();
     // start() arms the refresh timer after its first lookup: stop that one too.
     void this.#topicNamesStarted?.then(() => wal.topicNames.stop());
+    // Which step is running, and how long each finished one took: a stop that hits its bound
+    // says where it waited.
+    let running = 'writer';
+    const tookMs: Record<string, number> = {};
+    const step = async (name: string, work: () => Promise<unknown>) => {
+      running = name;
+      const begun = performance.now();
+      await work().catch(() => undefined);
+      tookMs[name] = Math.round(performance.now() - begun);
+    };
     const steps = (async () => {
-      await wal.writer.close().catch(() => undefined);
-      await wal.publisher.stop().catch(() => undefined);
-      await wal.peerReaders.close();
-      await wal.store.close().catch(() => undefined);
+      await step('writer', () => wal.writer.close());
+      await step('publisher', () => wal.publisher.stop());
+      await step('peerReaders', () => wal.peerReaders.close());
+      await step('store', () => wal.store.close());
     })();
     const finished = await settleWithin(steps, WAL_STOP_TIMEOUT_MS);
     if (!finished) {
       this.log.warn(
         {
           timeoutMs: WAL_STOP_TIMEOUT_MS,
+          stillRunning: running,
+          tookMs,
           pendingBytes: wal.writer.stats.pendingBytes,
           metadataQueued: wal.publisher.queued,
+          metadataInFlight: wal.publisher.inFlight,
         },
         'WAL stop abandoned: the store or the metadata topic did not finish in time',
       );
