@@ -15,7 +15,6 @@ import { TlsFileError, type TlsFiles, TlsMaterial } from './net/tls-material.js'
 import { SidecarConfigError } from './sidecar-config-error.js';
 import { normalizeStoreUrl } from './wal/peer-store-readers.js';
 import { createWalParts, type WalParts } from './wal-parts.js';
-import { FilterChain } from './zone/filter-chain.js';
 import { ZoneRouting } from './zone/zone-routing.js';
 
 export interface ListenersOptions {
@@ -154,9 +153,7 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
       name: 'client',
       listen: config.clientListen,
       upstream: config.clientUpstream,
-      filters: zoneRouting
-        ? [new FilterChain([...clientFilters, zoneRouting.clientIngressFilter])]
-        : clientFilters,
+      filters: zoneRouting ? [...clientFilters, zoneRouting.clientIngressFilter] : clientFilters,
       ...(clientTls ? { tls: clientTls } : {}),
     }),
   );

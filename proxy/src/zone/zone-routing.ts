@@ -3,7 +3,6 @@ import type { Logger } from '../log.js';
 import type { FrameFilter, FrameObserver } from '../net/frame-filter.js';
 import { type HostPort, type ListenerTls, ProxyListener, type UpstreamTls } from '../net/proxy-listener.js';
 import { RackMemory } from './client-zone.js';
-import { FilterChain } from './filter-chain.js';
 import type { ProduceFillFilter, ProduceFillStats } from './produce-fill.js';
 import { ZoneDirectory } from './zone-directory.js';
 import { ZoneProduce, type ZoneProduceOptions, type ZoneProduceStats } from './zone-produce.js';
@@ -72,7 +71,7 @@ export class ZoneRouting {
       ...(input.observer ? { observer: input.observer } : {}),
     };
     const clientFacing = input.clientTls ? { tls: input.clientTls } : {};
-    const towardsOwnBroker = [new FilterChain([...input.brokerFilters, this.zoneListenerFilter])];
+    const towardsOwnBroker = [...input.brokerFilters, this.zoneListenerFilter];
     if (input.zoneLocalProduce) {
       this.produce = {
         references: new ZoneProduce({ ...input.zoneLocalProduce.produce, directory: this.directory }),
@@ -93,13 +92,11 @@ export class ZoneRouting {
           filters: own
             ? towardsOwnBroker
             : [
+                ...input.peerFilters,
                 // The reference is made after zone routing saw the request, and the leader's
                 // answer reaches it before zone routing rewrites its addresses.
-                new FilterChain([
-                  ...input.peerFilters,
-                  this.zoneListenerFilter,
-                  ...(produce ? [produce.references.filterFor(id)] : []),
-                ]),
+                this.zoneListenerFilter,
+                ...(produce ? [produce.references.filterFor(id)] : []),
               ],
           ...(upstreamTls ? { upstreamTls } : {}),
         }),
@@ -126,7 +123,7 @@ export class ZoneRouting {
           listen: zone.ingressListen,
           upstream: input.clientUpstream,
           // References are filled first: the WAL's Produce filter then sees the producer's bytes.
-          filters: produce ? [new FilterChain([produce.fill, ...input.brokerFilters])] : input.brokerFilters,
+          filters: produce ? [produce.fill, ...input.brokerFilters] : input.brokerFilters,
         }),
       );
     }
