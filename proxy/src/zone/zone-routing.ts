@@ -18,12 +18,18 @@ export interface ZoneRoutingInput {
   observer?: FrameObserver;
   log: Logger;
   /**
-   * The client ingress's filters (ApiVersions, SaslHandshake, the WAL's Produce filter): the zone
-   * ingress and the zone egress for our own broker hand requests to the broker as it does.
+   * The client ingress's filters before zone routing (ApiVersions capping what zone routing
+   * rewrites too, SaslHandshake, the WAL's Produce filter): the zone egress for our own broker and
+   * the zone bootstrap hand requests to the broker as it does.
    */
   brokerFilters: readonly FrameFilter[];
   /** Filters of a zone egress towards a peer: only what must be answered before the broker (ApiVersions, SaslHandshake). */
   peerFilters: readonly FrameFilter[];
+  /**
+   * The zone ingress's filters: the client ingress's, with the ApiVersions filter of listeners zone
+   * routing does not filter (the peer's zone egress caps what zone routing rewrites).
+   */
+  ingressFilters: readonly FrameFilter[];
   /** Zone egresses and the zone bootstrap are client-facing: they terminate TLS as the client ingress does. */
   clientTls?: ListenerTls;
   /** The zone ingress takes peers only: TLS as the replication ingress (peer certificates required). */
@@ -123,7 +129,7 @@ export class ZoneRouting {
           listen: zone.ingressListen,
           upstream: input.clientUpstream,
           // References are filled first: the WAL's Produce filter then sees the producer's bytes.
-          filters: produce ? [produce.fill, ...input.brokerFilters] : input.brokerFilters,
+          filters: produce ? [produce.fill, ...input.ingressFilters] : input.ingressFilters,
         }),
       );
     }

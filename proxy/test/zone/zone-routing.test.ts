@@ -115,7 +115,13 @@ describe('zone routing listeners', () => {
     const base = 20_000 + Math.floor(Math.random() * 10_000);
     const broker1 = await startBroker();
     const broker2 = await startBroker();
-    const common = { maxFrameBytes: 1 << 20, maxBufferedBytes: 1 << 20, log, peerFilters: [] };
+    const common = {
+      maxFrameBytes: 1 << 20,
+      maxBufferedBytes: 1 << 20,
+      log,
+      peerFilters: [],
+      ingressFilters: [],
+    };
     const sidecar2 = new ZoneRouting({
       ...common,
       brokerId: 2,
