@@ -120,6 +120,7 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
     built.zoneRouting = new ZoneRouting({
       ...common,
       brokerId: config.brokerId,
+      memory,
       zone: config.zone,
       clientUpstream: config.clientUpstream,
       brokerFilters: clientFilters,

@@ -1,3 +1,4 @@
+import { channel } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import {
   ApiKey,
@@ -32,6 +33,7 @@ import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from
 import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/wal-writer.js';
+import { ZONE_PRODUCE_CHANNELS, type ZoneProduceStoreEvent } from './channels.js';
 import { PRODUCE_REFERENCE_VERSIONS } from './produce-fill.js';
 import { saslUsername } from './sasl-identity.js';
 import type { ZoneDirectory } from './zone-directory.js';
@@ -52,6 +54,11 @@ export const ZONE_PRODUCE_DEFAULTS = {
    * before deciding without it (that first one goes as bytes, and its answer decides).
    */
   acceptanceWaitMs: 10_000,
+  /**
+   * Acceptances remembered at most; the oldest go first (they are learnt again with one Produce
+   * as bytes). The memory budget's floor: a sidecar passes its zone share (memory-budget.ts).
+   */
+  maxAccepted: 10_000,
 } as const;
 
 /**
@@ -60,6 +67,7 @@ export const ZONE_PRODUCE_DEFAULTS = {
  * but no leader side ever fills it. Only this sidecar writes references.
  */
 const NEUTRALIZED_MAGIC = 0x58;
+const storeChannel = channel(ZONE_PRODUCE_CHANNELS.store);
 const MAGIC_OFFSET = 16;
 
 /** Why a partition's batch went to the leader as bytes. */
@@ -133,6 +141,8 @@ export interface ZoneProduceOptions {
   storeTimeoutMs?: number;
   fallbackMs?: number;
   acceptanceWaitMs?: number;
+  /** Acceptances remembered at most (the memory budget's zoneAcceptances). */
+  maxAccepted?: number;
   now?: () => number;
   log: Logger;
 }
@@ -205,9 +215,6 @@ interface RequestState {
   referenced: Set<string>;
 }
 
-/** Acceptances remembered at most; the oldest go first (they are learnt again with one Produce as bytes). */
-const MAX_ACCEPTED = 10_000;
-
 /**
  * The producer's zone side of zone-local produce (docs/zone-local.md), on a zone egress towards a
  * leader in another pod. For a topic set `zone.local`, once a leader has accepted the topic from
@@ -263,12 +270,14 @@ export class ZoneProduce {
   private readonly storeTimeoutMs: number;
   private readonly fallbackMs: number;
   private readonly acceptanceWaitMs: number;
+  private readonly maxAccepted: number;
   private readonly now: () => number;
 
   constructor(private readonly options: ZoneProduceOptions) {
     this.storeTimeoutMs = options.storeTimeoutMs ?? ZONE_PRODUCE_DEFAULTS.storeTimeoutMs;
     this.fallbackMs = options.fallbackMs ?? ZONE_PRODUCE_DEFAULTS.fallbackMs;
     this.acceptanceWaitMs = options.acceptanceWaitMs ?? ZONE_PRODUCE_DEFAULTS.acceptanceWaitMs;
+    this.maxAccepted = options.maxAccepted ?? ZONE_PRODUCE_DEFAULTS.maxAccepted;
     this.now = options.now ?? Date.now;
   }
 
@@ -603,6 +612,7 @@ export class ZoneProduce {
     const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
     let locations: WalLocation[];
+    let stored = false;
     try {
       locations = await Promise.race([
         Promise.all(candidates.map((c) => c.ticket.durable)),
@@ -613,6 +623,7 @@ export class ZoneProduce {
           );
         }),
       ]);
+      stored = true;
     } catch (error) {
       // The store is failing or slow: the producer gets the stock path at once.
       this.stats.batchesAsBytes.storeFailed += candidates.length;
@@ -628,6 +639,14 @@ export class ZoneProduce {
       this.stats.storeMsTotal += ms;
       this.stats.storeCount++;
       this.stats.storeMsMax = Math.max(this.stats.storeMsMax, ms);
+      if (storeChannel.hasSubscribers) {
+        storeChannel.publish({
+          batches: candidates.length,
+          bytes: candidates.reduce((n, c) => n + c.batch.length, 0),
+          durationMs: ms,
+          outcome: stored ? 'stored' : 'failed',
+        } satisfies ZoneProduceStoreEvent);
+      }
     }
     this.options.health?.markHealthy('zone-local produce stored');
     for (const [i, c] of candidates.entries()) {
@@ -708,7 +727,8 @@ export class ZoneProduce {
         if (topic.partitionResponses.every((p) => p.errorCode === 0)) {
           this.accepted.delete(key);
           this.accepted.add(key);
-          if (this.accepted.size > MAX_ACCEPTED) this.accepted.delete(this.accepted.values().next().value!);
+          if (this.accepted.size > this.maxAccepted)
+            this.accepted.delete(this.accepted.values().next().value!);
         } else if (topic.partitionResponses.some((p) => AUTHORIZATION_ERRORS.has(p.errorCode))) {
           // A revoked ACL: the next batches of this topic wait for the leader's word again.
           this.accepted.delete(key);

@@ -1,5 +1,6 @@
 import { type ZoneConfig, zoneIngressAddress } from '../config/zone-flags.js';
 import type { Logger } from '../log.js';
+import type { MemoryBounds } from '../memory-budget.js';
 import type { FrameFilter, FrameObserver } from '../net/frame-filter.js';
 import { type HostPort, type ListenerTls, ProxyListener, type UpstreamTls } from '../net/proxy-listener.js';
 import { RackMemory } from './client-zone.js';
@@ -15,6 +16,8 @@ export interface ZoneRoutingInput {
   clientUpstream: HostPort;
   maxFrameBytes: number;
   maxBufferedBytes: number;
+  /** The zone's share of the memory budget: how much each of its memories keeps. */
+  memory: Pick<MemoryBounds, 'zoneAcceptances' | 'zoneClientRacks'>;
   observer?: FrameObserver;
   log: Logger;
   /**
@@ -43,6 +46,14 @@ export interface ZoneRoutingInput {
   zoneLocalProduce?: { produce: Omit<ZoneProduceOptions, 'directory'>; fill: ProduceFillFilter };
 }
 
+/** What /counters and the telemetry read of zone routing (cumulative counters). */
+export interface ZoneRoutingStats {
+  clientIngress: ZoneRouteStats;
+  zoneListeners: ZoneRouteStats;
+  /** With the WAL: the producer's zone side (references) and the leader's zone side (fill). */
+  produce?: { references: ZoneProduceStats; fill: ProduceFillStats };
+}
+
 /**
  * The listeners and filters of zone-local routing (docs/zone-local.md):
  * - a zone egress per broker id N on zoneEgressBase+N: what zone-aware clients are given as node
@@ -66,7 +77,7 @@ export class ZoneRouting {
     const { zone, log } = input;
     this.directory = new ZoneDirectory(zone);
     // One memory for all listeners: a client's Fetch on any connection teaches every later one.
-    const rackMemory = new RackMemory();
+    const rackMemory = new RackMemory(input.memory.zoneClientRacks);
     const routeOptions = { directory: this.directory, rackMemory, rackFromFetch: zone.rackFromFetch, log };
     this.clientIngressFilter = new ZoneRouteFilter(routeOptions);
     this.zoneListenerFilter = new ZoneRouteFilter({ ...routeOptions, listenerZone: zone.zone });
@@ -80,7 +91,11 @@ export class ZoneRouting {
     const towardsOwnBroker = [...input.brokerFilters, this.zoneListenerFilter];
     if (input.zoneLocalProduce) {
       this.produce = {
-        references: new ZoneProduce({ ...input.zoneLocalProduce.produce, directory: this.directory }),
+        references: new ZoneProduce({
+          ...input.zoneLocalProduce.produce,
+          directory: this.directory,
+          maxAccepted: input.memory.zoneAcceptances,
+        }),
         fill: input.zoneLocalProduce.fill,
       };
     }
@@ -136,11 +151,7 @@ export class ZoneRouting {
   }
 
   /** Counters of the client ingress's routing, the zone listeners' routing and zone-local produce. */
-  get stats(): {
-    clientIngress: ZoneRouteStats;
-    zoneListeners: ZoneRouteStats;
-    produce?: { references: ZoneProduceStats; fill: ProduceFillStats };
-  } {
+  get stats(): ZoneRoutingStats {
     return {
       clientIngress: this.clientIngressFilter.stats,
       zoneListeners: this.zoneListenerFilter.stats,
