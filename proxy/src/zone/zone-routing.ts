@@ -6,7 +6,8 @@ import { type HostPort, type ListenerTls, ProxyListener, type UpstreamTls } from
 import { RackMemory } from './client-zone.js';
 import type { ProduceFillFilter, ProduceFillStats } from './produce-fill.js';
 import { ZoneDirectory } from './zone-directory.js';
-import { ZoneProduce, type ZoneProduceOptions, type ZoneProduceStats } from './zone-produce.js';
+import { ZoneProduce, type ZoneProduceOptions } from './zone-produce.js';
+import type { ZoneProduceStats } from './zone-produce-stats.js';
 import { ZoneRouteFilter, type ZoneRouteStats } from './zone-route-filter.js';
 
 export interface ZoneRoutingInput {

@@ -15,7 +15,7 @@ import {
   type ZoneProduceStoreEvent,
 } from '../../src/zone/channels.js';
 import { ProduceFillFilter } from '../../src/zone/produce-fill.js';
-import type { ZoneProduceStats } from '../../src/zone/zone-produce.js';
+import type { ZoneProduceStats } from '../../src/zone/zone-produce-stats.js';
 import type { ZoneRouteStats } from '../../src/zone/zone-route-filter.js';
 import type { ZoneRoutingStats } from '../../src/zone/zone-routing.js';
 import { fakeSources } from './fixtures.js';
