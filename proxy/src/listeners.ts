@@ -15,7 +15,7 @@ import { TlsFileError, type TlsFiles, TlsMaterial } from './net/tls-material.js'
 import { SidecarConfigError } from './sidecar-config-error.js';
 import { normalizeStoreUrl } from './wal/peer-store-readers.js';
 import { createWalParts, type WalParts } from './wal-parts.js';
-import { FilterChain } from './zone/filter-chain.js';
+import { ZONE_ROUTED_APIS } from './zone/zone-route-filter.js';
 import { ZoneRouting } from './zone/zone-routing.js';
 
 export interface ListenersOptions {
@@ -73,6 +73,10 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
     ...(observer ? { observer } : {}),
   };
   const filters: FrameFilter[] = [new ApiVersionsFilter(), saslHandshake];
+  // On the listeners zone routing filters, their ApiVersions answers also cap what it rewrites.
+  const routedFilters: FrameFilter[] = config.zone
+    ? [new ApiVersionsFilter(ZONE_ROUTED_APIS), saslHandshake]
+    : filters;
   const material = (files: TlsFiles, name: string, flagPrefix: string) => {
     try {
       const loaded = new TlsMaterial(files, { name, log });
@@ -93,7 +97,7 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
   const wal = config.wal ? createWalParts(config, log, metadataMaterial, memory) : undefined;
   if (wal) built.wal = wal;
   // Only the client ingress sees Produce; followers only fetch.
-  const clientFilters = wal ? [...filters, wal.produceFilter] : filters;
+  const clientFilters = wal ? [...routedFilters, wal.produceFilter] : routedFilters;
   const clientTls = config.clientTls
     ? {
         material: material(config.clientTls.files, 'client ingress', 'client-tls'),
@@ -116,10 +120,12 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
     built.zoneRouting = new ZoneRouting({
       ...common,
       brokerId: config.brokerId,
+      memory,
       zone: config.zone,
       clientUpstream: config.clientUpstream,
       brokerFilters: clientFilters,
-      peerFilters: filters,
+      peerFilters: routedFilters,
+      ingressFilters: wal ? [...filters, wal.produceFilter] : filters,
       ...(clientTls ? { clientTls } : {}),
       ...(config.replicationTls
         ? {
@@ -154,9 +160,7 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
       name: 'client',
       listen: config.clientListen,
       upstream: config.clientUpstream,
-      filters: zoneRouting
-        ? [new FilterChain([...clientFilters, zoneRouting.clientIngressFilter])]
-        : clientFilters,
+      filters: zoneRouting ? [...clientFilters, zoneRouting.clientIngressFilter] : clientFilters,
       ...(clientTls ? { tls: clientTls } : {}),
     }),
   );

@@ -4,7 +4,7 @@
 // fenced broker). Explicit flags still win over the derived values.
 //
 // The split follows where the bytes live. V8's old space holds the JavaScript objects: the
-// metadata queue; the rest of the heap share is the runtime's own heap and the garbage collector's
+// metadata queue and zone routing's memories; the rest of the heap share is the runtime's own heap and the garbage collector's
 // headroom. ArrayBuffers live outside it (process.memoryUsage().arrayBuffers, not heapUsed): the
 // batch index (fixed-size records in typed arrays, wal/batch-index.ts), the WAL writer's pending
 // batches, the follower's read cache and the connections' write queues; the rest of the limit
@@ -28,6 +28,13 @@ export const BATCH_INDEX_ENTRY_BYTES = 150;
 /** Heap bytes of one queued WAL metadata piece (object key, topic, offsets, as JS values). */
 export const METADATA_PIECE_BYTES = 300;
 /**
+ * Heap bytes of one entry zone routing remembers (zone/): a topic a leader accepted from a producer
+ * (`identity NUL topic`, in a Set) or a client's client.rack (`address|client.id` → zone, in a
+ * Map): a string key of ~100 characters, one-byte, its value and the table's slot; an estimate
+ * with room for longer topic names and client ids, not a measurement.
+ */
+export const ZONE_ENTRY_BYTES = 256;
+/**
  * Downstream connections the connection share is sized for: clients of this broker plus the
  * followers' replica fetchers. More connections than this can each still queue
  * `maxBufferedBytes` per direction, so size the limit for the clients you run (docs/deploy.md).
@@ -49,6 +56,11 @@ export const MEMORY_SHARES = {
   // 256 MB in the soak (docs/benchmarks.md, "Memory soak").
   batchIndex: 0.06,
   metadataQueue: 0.04,
+  /**
+   * 1 %, split between zone-local produce's accepted topics and the client racks zone routing
+   * remembers: 10,485 entries each at 512 MiB (10,000 each, the floor, below).
+   */
+  zone: 0.01,
   writerPending: 0.12,
   readCache: 0.12,
   connections: 0.12,
@@ -58,7 +70,7 @@ export const MEMORY_SHARES = {
 
 /** Where each bounded part's bytes live: in V8's heap share, or outside it. */
 export const MEMORY_PLACES = {
-  heap: ['metadataQueue'],
+  heap: ['metadataQueue', 'zone'],
   offHeap: ['batchIndex', 'writerPending', 'readCache', 'connections'],
 } as const satisfies Record<'heap' | 'offHeap', ReadonlyArray<keyof typeof MEMORY_SHARES>>;
 
@@ -73,6 +85,10 @@ export interface MemoryBounds {
   batchIndexEntries: number;
   /** WalMetadataPublisher maxQueued. */
   metadataQueuePieces: number;
+  /** ZoneProduce maxAccepted: topics leaders accepted from producers, remembered (with --zone). */
+  zoneAcceptances: number;
+  /** RackMemory capacity: clients' client.rack, remembered (with --zone). */
+  zoneClientRacks: number;
   /** WalWriter maxPendingBytes (`--wal-max-pending-bytes`). */
   writerPendingBytes: number;
   /** WalRangeReader maxCacheBytes. */
@@ -90,6 +106,9 @@ export interface MemoryOverrides {
 const LIMITS = {
   batchIndexEntries: { min: 10_000 },
   metadataQueuePieces: { min: 1_000 },
+  // What zone/ remembered before it took a share: a small limit keeps at least that.
+  zoneAcceptances: { min: 10_000 },
+  zoneClientRacks: { min: 10_000 },
   writerPendingBytes: { min: MiB },
   readCacheBytes: { min: 0 },
   // --max-buffered-bytes accepts 16 KiB and up; more than 1 MiB per direction buys nothing on a
@@ -105,6 +124,7 @@ export function memoryBounds(
 ): MemoryBounds {
   const share = (fraction: number) => Math.floor(limitBytes * fraction);
   const perConnection = Math.floor(share(MEMORY_SHARES.connections) / (2 * EXPECTED_CONNECTIONS));
+  const zoneEntries = Math.floor(share(MEMORY_SHARES.zone) / 2 / ZONE_ENTRY_BYTES);
   return {
     limitBytes,
     source,
@@ -117,6 +137,8 @@ export function memoryBounds(
       LIMITS.metadataQueuePieces.min,
       Math.floor(share(MEMORY_SHARES.metadataQueue) / METADATA_PIECE_BYTES),
     ),
+    zoneAcceptances: Math.max(LIMITS.zoneAcceptances.min, zoneEntries),
+    zoneClientRacks: Math.max(LIMITS.zoneClientRacks.min, zoneEntries),
     writerPendingBytes:
       overrides.writerPendingBytes ??
       Math.max(LIMITS.writerPendingBytes.min, share(MEMORY_SHARES.writerPending)),

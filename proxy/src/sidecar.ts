@@ -123,6 +123,7 @@ export class Sidecar {
     this.listeners = [...this.clientListeners, ...this.replicationListeners, ...this.controllerListeners];
     const wal = this.wal;
     const storeHealth = this.storeHealth;
+    const zoneRouting = this.zoneRouting;
     this.#telemetryInit = {
       ...telemetry,
       log,
@@ -149,6 +150,7 @@ export class Sidecar {
           : {}),
         ...(storeHealth ? { store: () => ({ usable: storeHealth.usable }) } : {}),
         memoryLimitBytes: this.memory.limitBytes,
+        ...(zoneRouting ? { zone: () => zoneRouting.stats } : {}),
       },
     };
     if (config.adminListen) {
@@ -315,6 +317,9 @@ export class Sidecar {
         // What the reader applies, not only what the split says: the two differed once.
         readCacheMiB: mib(this.wal?.reader.maxCacheBytes ?? m.readCacheBytes),
         maxBufferedKiB: Math.round(m.maxBufferedBytes / 1024),
+        ...(this.zoneRouting
+          ? { zoneAcceptances: m.zoneAcceptances, zoneClientRacks: m.zoneClientRacks }
+          : {}),
         heapMiB: mib(m.heapBytes),
         v8HeapLimitMiB: mib(heapLimit),
       },

@@ -1,12 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ApiKey, decodeApiVersionsResponse, encodeApiVersionsResponse } from '@walproxy/shared';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseSidecarConfig, type RawSidecarOptions } from '../src/config/sidecar-config.js';
 import { SaslHandshakeFilter } from '../src/filters/sasl-handshake.js';
 import { buildListeners } from '../src/listeners.js';
 import { createLogger } from '../src/log.js';
 import { memoryBounds } from '../src/memory-budget.js';
+import { FilterChain } from '../src/net/filter-chain.js';
 
 // buildListeners from a parsed configuration, without opening a socket: which listeners a stop
 // drains in which group, and which filters each carries. The sockets' side is
@@ -88,5 +90,56 @@ describe('buildListeners', () => {
 
   it('has no broker fence without --fence-on-stop', () => {
     expect(build({ 'fence-on-stop': 'false' }).built.brokerFence).toBeUndefined();
+  });
+
+  it('caps what zone routing rewrites in the ApiVersions answers of the listeners it filters, and only there', async () => {
+    // Given a sidecar with --zone
+    const { built } = build({
+      zone: 'zone-a',
+      'zone-egress-listen-base': '19400',
+      'zone-ingress-listen': '127.0.0.1:19500',
+      'zone-bootstrap-listen': '127.0.0.1:19501',
+      'zone-ingress-address-template': 'kafka-{id}:9194',
+      'zone-sidecar': 'zone-a=sidecar-a',
+      'zone-ingress-unauthenticated': 'true',
+    });
+    // When a broker's answer offering Metadata 14 and Fetch 19 passes each Kafka listener's chain
+    const info = { apiKey: ApiKey.ApiVersions, apiVersion: 3, correlationId: 1 };
+    const body = encodeApiVersionsResponse(
+      {
+        errorCode: 0,
+        apiKeys: [
+          { apiKey: ApiKey.Fetch, minVersion: 4, maxVersion: 19 },
+          { apiKey: ApiKey.Metadata, minVersion: 0, maxVersion: 14 },
+        ],
+        throttleTimeMs: 0,
+      },
+      3,
+    );
+    const answer = Buffer.alloc(8 + body.length);
+    answer.writeInt32BE(4 + body.length, 0);
+    answer.writeInt32BE(1, 4);
+    body.copy(answer, 8);
+    const offered = async (filters: ConstructorParameters<typeof FilterChain>[0]) => {
+      const out = await new FilterChain(filters).onResponse(info, answer);
+      return decodeApiVersionsResponse(out.subarray(8), 3)
+        .apiKeys.map((k) => k.maxVersion)
+        .join(',');
+    };
+    const byListener: Record<string, string> = {};
+    for (const l of [...built.client, ...built.replication])
+      byListener[l.options.name] = await offered(l.options.filters);
+    // Then Fetch is capped everywhere, Metadata where zone routing rewrites it
+    expect(byListener).toEqual({
+      client: '18,13',
+      'zone-egress-1': '18,13',
+      'zone-egress-2': '18,13',
+      'zone-egress-3': '18,13',
+      'zone-bootstrap': '18,13',
+      'zone-ingress': '18,14',
+      replication: '18,14',
+      'egress-2': '18,14',
+      'egress-3': '18,14',
+    });
   });
 });

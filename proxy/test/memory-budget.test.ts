@@ -15,6 +15,7 @@ import {
   METADATA_PIECE_BYTES,
   memoryBounds,
   resolveMemoryLimit,
+  ZONE_ENTRY_BYTES,
 } from '../src/memory-budget.js';
 import { WalBatchIndex } from '../src/wal/batch-index.js';
 import type { WalAppendTicket, WalLocation } from '../src/wal/index.js';
@@ -29,6 +30,7 @@ describe('memoryBounds', () => {
     const bytes = {
       batchIndex: b.batchIndexEntries * BATCH_INDEX_ENTRY_BYTES,
       metadataQueue: b.metadataQueuePieces * METADATA_PIECE_BYTES,
+      zone: (b.zoneAcceptances + b.zoneClientRacks) * ZONE_ENTRY_BYTES,
       writerPending: b.writerPendingBytes,
       readCache: b.readCacheBytes,
       connections: 2 * EXPECTED_CONNECTIONS * b.maxBufferedBytes,
@@ -103,6 +105,23 @@ describe('memoryBounds', () => {
     expect(large.writerPendingBytes).toBeGreaterThan(small.writerPendingBytes * 31);
     expect(large.maxBufferedBytes).toBe(MiB);
     expect(small.maxBufferedBytes).toBeLessThan(MiB);
+  });
+
+  it("gives zone routing's memories a share of the heap, no smaller than they kept before", () => {
+    // 1 % of the limit, half each for accepted topics and client racks, ZONE_ENTRY_BYTES apiece
+    expect(memoryBounds(512 * MiB, 'flag')).toMatchObject({
+      zoneAcceptances: 10_485,
+      zoneClientRacks: 10_485,
+    });
+    expect(memoryBounds(2048 * MiB, 'flag')).toMatchObject({
+      zoneAcceptances: 41_943,
+      zoneClientRacks: 41_943,
+    });
+    // The 10,000 each that zone/ kept before it took a share, whatever the limit
+    expect(memoryBounds(128 * MiB, 'flag')).toMatchObject({
+      zoneAcceptances: 10_000,
+      zoneClientRacks: 10_000,
+    });
   });
 
   it('keeps every bound at a working minimum for a tiny limit', () => {

@@ -1,22 +1,16 @@
 import type net from 'node:net';
-import { apiKeyInfo, ProtocolError, peekProduceAcks, peekRequestKey } from '@walproxy/shared';
+import { ApiKey, apiKeyInfo, ProtocolError, peekProduceAcks, peekRequestKey } from '@walproxy/shared';
 import type { Logger } from '../log.js';
 import type { ListenerCounters } from './counters.js';
+import type { FilterChain } from './filter-chain.js';
 import {
   FRAME_SIZE_PREFIX_BYTES,
   FrameDecoder,
   FrameTooLargeError,
   InvalidFrameSizeError,
 } from './frame-decoder.js';
-import type {
-  FilterConnection,
-  FrameFilter,
-  FrameObserver,
-  RequestDecision,
-  RequestInfo,
-} from './frame-filter.js';
+import type { FilterConnection, FrameObserver, RequestDecision, RequestInfo } from './frame-filter.js';
 
-const PRODUCE = 0;
 /** Smallest request after the size prefix: header v1's api key, version, correlation id, client id length. */
 const MIN_REQUEST_BYTES = 10;
 /** Smallest response after the size prefix: header v0's correlation id. */
@@ -42,7 +36,8 @@ export interface PipeOptions {
   maxFrameBytes: number;
   /** Pause reading one side while the other side has more than this many bytes queued. */
   maxBufferedBytes: number;
-  filters: readonly FrameFilter[];
+  /** The listener's filters (one chain for all its connections). */
+  chain: FilterChain;
   observer?: FrameObserver;
   counters: ListenerCounters;
   log: Logger;
@@ -51,7 +46,6 @@ export interface PipeOptions {
 /** A response slot, in request order. `output` is set when the response is known. */
 interface Slot {
   readonly info: RequestInfo;
-  readonly filter: FrameFilter | undefined;
   output?: Buffer;
   pending?: Promise<Buffer>;
 }
@@ -87,7 +81,6 @@ export class ConnectionPipe {
   /** Requests not forwarded yet because a decision before them (or theirs) is still pending, in order. */
   private readonly undecided: Undecided[] = [];
   private undecidedBytes = 0;
-  private readonly filterByKey = new Map<number, FrameFilter>();
   private closed = false;
   private draining = false;
   /** Bytes of a streamed response (slots[0]'s) still to pass downstream as they arrive. */
@@ -108,7 +101,6 @@ export class ConnectionPipe {
     this.requestDecoder = new FrameDecoder(options.maxFrameBytes, MIN_REQUEST_BYTES);
     this.responseDecoder = new FrameDecoder(options.maxFrameBytes, MIN_RESPONSE_BYTES);
     this.filterConnection = { log: options.log, remoteAddress: downstream.remoteAddress };
-    for (const filter of options.filters) for (const key of filter.apiKeys) this.filterByKey.set(key, filter);
 
     downstream.on('data', (chunk: Buffer) => this.onDownstreamData(chunk));
     upstream.on('data', (chunk: Buffer) => this.onUpstreamData(chunk));
@@ -173,7 +165,8 @@ export class ConnectionPipe {
     this.closed = true;
     this.options.log[level]({ reason, inFlight: this.slots.length }, 'connection closed');
     this.upstream.destroy();
-    this.closeFilters();
+    // What the filters keep for this connection must not outlive it.
+    this.options.chain.onClose(this.filterConnection);
     const notify = () => {
       for (const callback of this.onClosed.splice(0)) callback();
     };
@@ -187,21 +180,6 @@ export class ConnectionPipe {
     } else {
       this.downstream.destroy();
       notify();
-    }
-  }
-
-  /** Tells every filter the connection is gone: what they keep for it must not outlive it. */
-  private closeFilters(): void {
-    for (const filter of new Set(this.options.filters)) {
-      try {
-        filter.onClose?.(this.filterConnection);
-      } catch (error) {
-        // A close runs from socket events: a filter's bug must not take the sidecar down.
-        this.options.log.warn(
-          { error: (error as Error).message },
-          'filter failed to release a closed connection',
-        );
-      }
     }
   }
 
@@ -279,9 +257,9 @@ export class ConnectionPipe {
     let expectResponse: boolean;
     try {
       info = peekRequestKey(head);
-      if (info.apiKey < 0 || info.apiVersion < 0 || this.filterByKey.has(info.apiKey)) return;
+      if (info.apiKey < 0 || info.apiVersion < 0 || this.options.chain.apiKeys.has(info.apiKey)) return;
       // KIP-98/Kroxylicious: acks=0 Produce has no response (as in onRequestFrame).
-      expectResponse = info.apiKey !== PRODUCE || peekProduceAcks(head) !== 0;
+      expectResponse = info.apiKey !== ApiKey.Produce || peekProduceAcks(head) !== 0;
     } catch {
       return;
     }
@@ -290,7 +268,7 @@ export class ConnectionPipe {
     requests[name] = (requests[name] ?? 0) + 1;
     if (expectResponse) {
       // Every request before it is upstream already (nothing undecided): its slot is next in order.
-      const slot: Slot = { info, filter: undefined };
+      const slot: Slot = { info };
       this.slots.push(slot);
       this.awaitingUpstream.push(slot);
     }
@@ -320,16 +298,9 @@ export class ConnectionPipe {
       this.options.observer?.request?.(info, frame);
       const name = `${apiKeyInfo(key.apiKey)?.name ?? `key-${key.apiKey}`} v${key.apiVersion}`;
       requests[name] = (requests[name] ?? 0) + 1;
-      const filter = this.filterByKey.get(key.apiKey);
-      const decision = filter?.onRequest?.(info, frame, this.filterConnection) ?? {
-        action: 'forward' as const,
-        frame,
-        // KIP-98/Kroxylicious: acks=0 Produce has no response; waiting for one would stall the connection.
-        expectResponse:
-          key.apiKey !== PRODUCE || peekProduceAcks(frame.subarray(FRAME_SIZE_PREFIX_BYTES)) !== 0,
-      };
+      const decision = this.options.chain.onRequest(info, frame, this.filterConnection);
       // The slot is taken now, in arrival order, whatever the decision turns out to be.
-      const slot: Slot = { info, filter };
+      const slot: Slot = { info };
       this.slots.push(slot);
       if (!(decision instanceof Promise) && this.undecided.length === 0) {
         this.apply(slot, decision);
@@ -427,7 +398,7 @@ export class ConnectionPipe {
       }
       try {
         this.options.observer?.response?.(slot.info, frame);
-        const out = slot.filter?.onResponse ? slot.filter.onResponse(slot.info, frame) : frame;
+        const out = this.options.chain.onResponse(slot.info, frame);
         if (out instanceof Promise) {
           slot.pending = out;
           out.then(
@@ -459,7 +430,13 @@ export class ConnectionPipe {
     if (!partial || partial.expected < STREAM_RESPONSES_FROM_BYTES) return;
     if (partial.held < FRAME_SIZE_PREFIX_BYTES + 4) return;
     const slot = this.awaitingUpstream[0];
-    if (!slot || this.slots[0] !== slot || slot.filter?.onResponse || this.options.observer?.response) return;
+    if (
+      !slot ||
+      this.slots[0] !== slot ||
+      this.options.chain.readsResponse(slot.info.apiKey) ||
+      this.options.observer?.response
+    )
+      return;
     // A mismatch is reported by the whole-frame path, with the frame.
     if (this.responseDecoder.peekHeld(8).readInt32BE(FRAME_SIZE_PREFIX_BYTES) !== slot.info.correlationId)
       return;

@@ -6,6 +6,7 @@ import { BytePipe } from './byte-pipe.js';
 import { ConnectionPipe } from './connection-pipe.js';
 import type { BrokerFence } from './controller-tap.js';
 import { type ListenerCounters, newListenerCounters } from './counters.js';
+import { FilterChain } from './filter-chain.js';
 import type { FrameFilter, FrameObserver } from './frame-filter.js';
 import {
   type ClientAuth,
@@ -26,6 +27,10 @@ export interface ProxyListenerOptions {
   upstream: HostPort;
   maxFrameBytes: number;
   maxBufferedBytes: number;
+  /**
+   * The listener's filters, listed from the downstream side to the upstream side: one chain for
+   * all its connections (filter-chain.ts gives the order's rule).
+   */
   filters: readonly FrameFilter[];
   observer?: FrameObserver;
   log: Logger;
@@ -92,9 +97,11 @@ export class ProxyListener {
   private draining = false;
   private readonly log: Logger;
   private readonly stopReloads?: () => void;
+  private readonly chain: FilterChain;
 
   constructor(readonly options: ProxyListenerOptions) {
     this.log = options.log.child({ listener: options.name });
+    this.chain = new FilterChain(options.filters);
     const serverTls = options.tls;
     if (serverTls) {
       const { material, clientAuth } = serverTls;
@@ -211,7 +218,7 @@ export class ProxyListener {
         : new ConnectionPipe(downstream, upstream, {
             maxFrameBytes: this.options.maxFrameBytes,
             maxBufferedBytes: this.options.maxBufferedBytes,
-            filters: this.options.filters,
+            chain: this.chain,
             ...(this.options.observer ? { observer: this.options.observer } : {}),
             counters,
             log,

@@ -6,6 +6,7 @@ import type { ListenerCounters } from '../net/counters.js';
 import type { WalRangeReaderStats } from '../wal/range-reader.js';
 import type { SealingGroupStats } from '../wal/sealing-policy.js';
 import type { WalWriterStats } from '../wal/wal-writer.js';
+import type { ZoneRoutingStats } from '../zone/zone-routing.js';
 
 /** The WAL parts' stats objects, read at each collection (they are cumulative counters and gauges). */
 export interface WalStatsSources {
@@ -38,4 +39,6 @@ export interface TelemetrySources {
   store?: () => { usable: boolean };
   /** The memory limit every cache and queue bound is derived from (memory-budget.ts), in bytes. */
   memoryLimitBytes?: number;
+  /** Zone routing's stats, with --zone (telemetry/zone-metrics.ts). */
+  zone?: () => ZoneRoutingStats;
 }

@@ -16,10 +16,12 @@ import { FETCH_STRIP_CHANNELS } from '../filters/fetch-strip.js';
 import { PRODUCE_WAL_CHANNELS } from '../filters/produce-wal.js';
 import type { Logger } from '../log.js';
 import { WAL_READER_CHANNELS, WAL_WRITER_CHANNELS } from '../wal/channels.js';
+import { ZONE_PRODUCE_CHANNELS } from '../zone/channels.js';
 import { DataPathLiveness, observeLiveness } from './liveness.js';
 import { ChannelMetrics, observeSources } from './metrics.js';
 import type { TelemetrySources } from './sources.js';
 import { SpanMapper } from './spans.js';
+import { observeZone, ZoneChannelMetrics } from './zone-metrics.js';
 
 export const INSTRUMENTATION_SCOPE = '@walproxy/proxy';
 /**
@@ -122,6 +124,13 @@ export class Telemetry {
       m.filled(e);
       spans?.fill(e);
     });
+    const zone = init.sources.zone;
+    if (zone) {
+      observeZone(meter, zone);
+      const z = new ZoneChannelMetrics(meter);
+      on(ZONE_PRODUCE_CHANNELS.store, (e: Parameters<ZoneChannelMetrics['stored']>[0]) => z.stored(e));
+      on(ZONE_PRODUCE_CHANNELS.fill, (e: Parameters<ZoneChannelMetrics['filled']>[0]) => z.filled(e));
+    }
     if (spans) {
       const s = spans;
       on(PRODUCE_WAL_CHANNELS.intercept, (e: Parameters<SpanMapper['intercept']>[0]) => s.intercept(e));

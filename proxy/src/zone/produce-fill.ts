@@ -1,3 +1,4 @@
+import { channel } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import {
   ApiKey,
@@ -21,6 +22,9 @@ import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 import type { WalRangeReader } from '../wal/range-reader.js';
 import type { WalLocation } from '../wal/wal-writer.js';
+import { ZONE_PRODUCE_CHANNELS, type ZoneProduceFillEvent } from './channels.js';
+
+const fillChannel = channel(ZONE_PRODUCE_CHANNELS.fill);
 
 /** Produce versions that carry references: the ones walproxy decodes (magic v2 only, v3+). */
 export const PRODUCE_REFERENCE_VERSIONS = { min: 3, max: 13 } as const;
@@ -177,6 +181,7 @@ export class ProduceFillFilter implements FrameFilter {
   ): Promise<RequestDecision> {
     const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
+    let filledBytes: number | undefined;
     try {
       const read = this.readAll(referenced);
       const deadline = new Promise<never>((_, reject) => {
@@ -205,6 +210,7 @@ export class ProduceFillFilter implements FrameFilter {
       this.stats.requestsFilled++;
       this.stats.batchesFilled += referenced.length;
       this.stats.bytesFilled += bytes;
+      filledBytes = bytes;
       return {
         action: 'forward',
         frame: withSizePrefix([headerBytes, encodeProduceRequest(request, info.apiVersion)]),
@@ -229,6 +235,14 @@ export class ProduceFillFilter implements FrameFilter {
       const ms = performance.now() - started;
       this.stats.fillMsTotal += ms;
       this.stats.fillMsMax = Math.max(this.stats.fillMsMax, ms);
+      if (fillChannel.hasSubscribers) {
+        fillChannel.publish({
+          batches: referenced.length,
+          bytes: filledBytes ?? 0,
+          durationMs: ms,
+          outcome: filledBytes === undefined ? 'refused' : 'filled',
+        } satisfies ZoneProduceFillEvent);
+      }
     }
   }
 

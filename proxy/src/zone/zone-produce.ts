@@ -1,3 +1,4 @@
+import { channel } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import {
   ApiKey,
@@ -9,32 +10,36 @@ import {
   encodeProduceReference,
   encodeProduceRequest,
   encodeProduceResponse,
-  isProduceReference,
   type ProducePartitionData,
   type ProduceRequest,
   type ProduceResponse,
   peekProduceAcks,
-  recordBatchAt,
   responseHeaderVersion,
 } from '@walproxy/shared';
 import type { Logger } from '../log.js';
-import {
-  decodeSaslAuthenticateRequest,
-  decodeSaslAuthenticateResponse,
-  decodeSaslHandshakeRequest,
-  decodeSaslHandshakeResponse,
-  SASL_AUTHENTICATE,
-  SASL_HANDSHAKE,
-} from '../metadata/sasl-messages.js';
+import { SASL_AUTHENTICATE, SASL_HANDSHAKE } from '../metadata/sasl-messages.js';
 import type { TopicNames } from '../metadata/topic-names.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/wal-writer.js';
+import { ZONE_PRODUCE_CHANNELS, type ZoneProduceStoreEvent } from './channels.js';
 import { PRODUCE_REFERENCE_VERSIONS } from './produce-fill.js';
-import { saslUsername } from './sasl-identity.js';
+import { type ProducerConnection, ProducerLogins } from './produce-logins.js';
+import { Acceptances } from './zone-acceptances.js';
 import type { ZoneDirectory } from './zone-directory.js';
+import {
+  AUTHORIZATION_ERRORS,
+  neutralizeReferences,
+  oneBatch,
+  referenceRefusal,
+} from './zone-produce-rules.js';
+import {
+  newZoneProduceStats,
+  type ZoneProduceBytesReasons,
+  type ZoneProduceStats,
+} from './zone-produce-stats.js';
 
 export const ZONE_PRODUCE_DEFAULTS = {
   /**
@@ -52,73 +57,14 @@ export const ZONE_PRODUCE_DEFAULTS = {
    * before deciding without it (that first one goes as bytes, and its answer decides).
    */
   acceptanceWaitMs: 10_000,
+  /**
+   * Acceptances remembered at most; the oldest go first (they are learnt again with one Produce
+   * as bytes). The memory budget's floor: a sidecar passes its zone share (memory-budget.ts).
+   */
+  maxAccepted: 10_000,
 } as const;
 
-/**
- * The magic byte a client-sent reference is turned into before it leaves for a leader's zone
- * ingress: still not a Kafka magic (the broker refuses the partition exactly as it would have),
- * but no leader side ever fills it. Only this sidecar writes references.
- */
-const NEUTRALIZED_MAGIC = 0x58;
-const MAGIC_OFFSET = 16;
-
-/** Why a partition's batch went to the leader as bytes. */
-export interface ZoneProduceBytesReasons {
-  /** The topic is not `zone.local`. */
-  notZoneLocal: number;
-  /** Produce v13 named the topic by an id this sidecar's broker has not named yet (a refresh is under way). */
-  unknownTopicId: number;
-  /** The connection's first Produce of the topic, or the last one was refused: the leader decides first. */
-  notAcceptedYet: number;
-  /** acks=0: no answer could tell the producer to retry. */
-  acksZero: number;
-  /** Not exactly one complete, CRC-valid magic v2 batch: the broker judges it as sent. */
-  notOneBatch: number;
-  /** The WAL store is degraded (StoreHealth), or refused the batch. */
-  storeUnusable: number;
-  /** The store write failed or took longer than storeTimeoutMs. */
-  storeFailed: number;
-  /** The leader could not fill a reference lately: bytes for fallbackMs. */
-  leaderFallback: number;
-  /**
-   * This connection got a refusal that may have been of an unfilled reference (Produce < v8 says
-   * no more than INVALID_RECORD / CORRUPT_MESSAGE): its requests go as bytes for fallbackMs.
-   */
-  connectionFallback: number;
-  /**
-   * The connection's SASL login is not (yet) accepted by the broker, or was refused: who the
-   * broker will authorize is not known, so nothing of it is stored.
-   */
-  notAuthenticated: number;
-  /** The leader is in our own zone: its bytes cross no zone. */
-  sameZone: number;
-  /** Produce versions outside 3–13. */
-  unsupportedVersion: number;
-}
-
-export interface ZoneProduceStats {
-  requestsReferenced: number;
-  batchesReferenced: number;
-  /** Bytes of the batches sent as references: what did not cross the zone link. */
-  bytesReferenced: number;
-  batchesAsBytes: ZoneProduceBytesReasons;
-  /** Leaders that answered a reference as not filled (NOT_ENOUGH_REPLICAS, or INVALID_RECORD from a broker that got it). */
-  fallbacksStarted: number;
-  /** Connections that went to bytes after an INVALID_RECORD / CORRUPT_MESSAGE that may have been an unfilled reference. */
-  connectionFallbacksStarted: number;
-  /** Produce requests the codec could not read: forwarded as the client sent them, for the broker to judge. */
-  requestsNotDecoded: number;
-  /** Produce requests decided only once the connection's pending SASL login was answered. */
-  requestsHeldForLogin: number;
-  /** INVALID_RECORD / CORRUPT_MESSAGE for an unfilled reference, answered NOT_ENOUGH_REPLICAS so the producer retries. */
-  refusalsRewritten: number;
-  /** Client-sent partitions that looked like references, changed so that no leader ever fills them. */
-  clientReferencesNeutralized: number;
-  /** Wait for the store write of a referenced request: sum, count and maximum, milliseconds. */
-  storeMsTotal: number;
-  storeCount: number;
-  storeMsMax: number;
-}
+const storeChannel = channel(ZONE_PRODUCE_CHANNELS.store);
 
 export interface ZoneProduceOptions {
   /** This sidecar's WAL writer: its own zone's bucket. */
@@ -133,61 +79,10 @@ export interface ZoneProduceOptions {
   storeTimeoutMs?: number;
   fallbackMs?: number;
   acceptanceWaitMs?: number;
+  /** Acceptances remembered at most (the memory budget's zoneAcceptances). */
+  maxAccepted?: number;
   now?: () => number;
   log: Logger;
-}
-
-/**
- * Whose ACLs the broker applies on a connection, as far as this sidecar can tell, and only once the
- * broker said so: the user of a SASL PLAIN or SCRAM login once the broker answered its last
- * SaslAuthenticate without error, `anonymous` for a connection that never began a login (behind
- * the sidecar the broker's listener is PLAINTEXT: every such client is User:ANONYMOUS), and the
- * connection itself for mechanisms whose identity the sidecar cannot read (GSSAPI, OAUTHBEARER).
- * A login's first message only claims a user; a Produce pipelined behind it is decided once the
- * broker answered the login (a wrong password: the broker refuses it and closes the connection,
- * and nothing of that connection is stored).
- */
-interface ConnectionState {
-  readonly id: number;
-  /** The mechanism of the connection's SASL login; `?` for a SASL request that named none readable. */
-  mechanism?: string;
-  /** The user the login's first message claims: trusted only once the broker accepted the login. */
-  claimedUser?: string;
-  /** The user of a login the broker accepted. */
-  user?: string;
-  /** The broker answered the login's last step without error (the login is over and succeeded). */
-  authenticated: boolean;
-  /** SaslAuthenticate steps of the current login the broker answered without error. */
-  steps: number;
-  /** The broker refused the connection's SASL handshake or login: nothing of it is ever stored. */
-  refused: boolean;
-  /** SaslHandshake / SaslAuthenticate requests not answered yet. */
-  saslPending: number;
-  /** Settled when saslPending drops to 0: the Produce requests held behind the login decide then. */
-  saslSettled?: Awaiting;
-  /**
-   * The leader side of this connection filled a reference (a referenced partition was appended):
-   * an INVALID_RECORD / CORRUPT_MESSAGE for a referenced partition is then the batch's own. The
-   * connection is end to end with one leader-side process, so this holds for its whole life.
-   */
-  filled: boolean;
-  /** Until when this connection's requests go as bytes (connectionFallback). */
-  bytesUntil: number;
-}
-
-/** How many successful SaslAuthenticate steps complete a login, for the mechanisms this sidecar reads. */
-const LOGIN_STEPS: Readonly<Record<string, number>> = {
-  // RFC 4616: one message, one answer.
-  PLAIN: 1,
-  // RFC 5802: client-first → server-first (error code 0, nothing proven yet), client-final →
-  // server-final: only the second answer says the password was right.
-  'SCRAM-SHA-256': 2,
-  'SCRAM-SHA-512': 2,
-};
-
-interface Awaiting {
-  promise: Promise<void>;
-  settle(): void;
 }
 
 interface Candidate {
@@ -198,21 +93,18 @@ interface Candidate {
 }
 
 interface RequestState {
-  readonly connection: ConnectionState;
+  readonly connection: ProducerConnection;
   /** Each topic of the request (name, or id from v13, as the response names it) → its acceptance key. */
   acceptance: Map<string, string>;
   /** `${topicKey}\0${partition}` of the partitions sent as references. */
   referenced: Set<string>;
 }
 
-/** Acceptances remembered at most; the oldest go first (they are learnt again with one Produce as bytes). */
-const MAX_ACCEPTED = 10_000;
-
 /**
  * The producer's zone side of zone-local produce (docs/zone-local.md), on a zone egress towards a
  * leader in another pod. For a topic set `zone.local`, once a leader has accepted the topic from
  * this producer (its first Produce of the topic through this sidecar goes as bytes, and the
- * broker's answer is the authorization: see ConnectionState for who "this producer" is), each
+ * broker's answer is the authorization: see ProducerConnection in produce-logins.ts for who "this producer" is), each
  * partition's batch is stored in this zone's bucket first (a WAL object sealed at once: the
  * producer is waiting) and the request goes on with a reference in its place
  * (shared/src/zone/produce-references.ts); the leader's sidecar fills it back (produce-fill.ts).
@@ -224,65 +116,36 @@ const MAX_ACCEPTED = 10_000;
  * a degraded or failing store, a leader that could not fill a reference lately.
  */
 export class ZoneProduce {
-  readonly stats: ZoneProduceStats = {
-    requestsReferenced: 0,
-    batchesReferenced: 0,
-    bytesReferenced: 0,
-    batchesAsBytes: {
-      notZoneLocal: 0,
-      unknownTopicId: 0,
-      notAcceptedYet: 0,
-      acksZero: 0,
-      notOneBatch: 0,
-      storeUnusable: 0,
-      storeFailed: 0,
-      leaderFallback: 0,
-      connectionFallback: 0,
-      notAuthenticated: 0,
-      sameZone: 0,
-      unsupportedVersion: 0,
-    },
-    fallbacksStarted: 0,
-    connectionFallbacksStarted: 0,
-    requestsNotDecoded: 0,
-    requestsHeldForLogin: 0,
-    refusalsRewritten: 0,
-    clientReferencesNeutralized: 0,
-    storeMsTotal: 0,
-    storeCount: 0,
-    storeMsMax: 0,
-  };
-  private readonly connections = new WeakMap<FilterConnection, ConnectionState>();
-  private nextConnectionId = 0;
-  /** `${identity}\0${topic}` a leader answered without error, oldest first. */
-  private readonly accepted = new Set<string>();
-  /** Keys whose first Produce is not answered yet: later ones wait for that answer. */
-  private readonly awaiting = new Map<string, Awaiting>();
+  readonly stats: ZoneProduceStats = newZoneProduceStats();
+  private readonly logins = new ProducerLogins();
+  private readonly acceptances: Acceptances;
   /** Leader id → until when its requests go as bytes. */
   private readonly fallbackUntil = new Map<number, number>();
   private readonly storeTimeoutMs: number;
   private readonly fallbackMs: number;
-  private readonly acceptanceWaitMs: number;
   private readonly now: () => number;
 
   constructor(private readonly options: ZoneProduceOptions) {
     this.storeTimeoutMs = options.storeTimeoutMs ?? ZONE_PRODUCE_DEFAULTS.storeTimeoutMs;
     this.fallbackMs = options.fallbackMs ?? ZONE_PRODUCE_DEFAULTS.fallbackMs;
-    this.acceptanceWaitMs = options.acceptanceWaitMs ?? ZONE_PRODUCE_DEFAULTS.acceptanceWaitMs;
+    this.acceptances = new Acceptances(
+      options.maxAccepted ?? ZONE_PRODUCE_DEFAULTS.maxAccepted,
+      options.acceptanceWaitMs ?? ZONE_PRODUCE_DEFAULTS.acceptanceWaitMs,
+    );
     this.now = options.now ?? Date.now;
   }
 
   /** The filter of the zone egress towards broker `leaderId`. */
   filterFor(leaderId: number): FrameFilter {
     const requests = new WeakMap<RequestInfo, RequestState>();
-    const logins = new WeakMap<RequestInfo, ConnectionState>();
+    const logins = new WeakMap<RequestInfo, ProducerConnection>();
     return {
       apiKeys: new Set([ApiKey.Produce, SASL_HANDSHAKE, SASL_AUTHENTICATE]),
       onRequest: (info, frame, connection) => {
         if (info.apiKey === ApiKey.Produce)
           return this.onRequest(leaderId, requests, info, frame, connection);
-        const state = this.connectionState(connection);
-        this.onSasl(info, frame, state);
+        const state = this.logins.stateOf(connection);
+        this.logins.onRequest(info, frame, state);
         logins.set(info, state);
         return { action: 'forward', frame, expectResponse: true };
       },
@@ -291,105 +154,11 @@ export class ZoneProduce {
         const state = logins.get(info);
         if (state !== undefined) {
           logins.delete(info);
-          this.onSaslAnswer(info, frame, state);
+          this.logins.onAnswer(info, frame, state);
         }
         return frame;
       },
     };
-  }
-
-  private connectionState(connection: FilterConnection): ConnectionState {
-    let state = this.connections.get(connection);
-    if (state === undefined) {
-      state = {
-        id: this.nextConnectionId++,
-        authenticated: false,
-        steps: 0,
-        refused: false,
-        saslPending: 0,
-        filled: false,
-        bytesUntil: 0,
-      };
-      this.connections.set(connection, state);
-    }
-    return state;
-  }
-
-  /**
-   * A SASL request on its way to the broker: the connection is no longer anonymous, its Produce
-   * requests wait for the answer, and a handshake (a login, or a KIP-368 re-authentication) starts
-   * a new login whose user is only claimed so far.
-   */
-  private onSasl(info: RequestInfo, frame: Buffer, state: ConnectionState): void {
-    state.saslPending++;
-    state.mechanism ??= '?';
-    if (info.apiKey === SASL_HANDSHAKE) {
-      state.mechanism = '?';
-      state.claimedUser = undefined;
-      state.user = undefined;
-      state.authenticated = false;
-      state.steps = 0;
-    }
-    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-    try {
-      const { headerLength } = decodeRequestHeader(payload);
-      const body = payload.subarray(headerLength);
-      if (info.apiKey === SASL_HANDSHAKE) state.mechanism = decodeSaslHandshakeRequest(body, info.apiVersion);
-      else if (state.steps === 0)
-        state.claimedUser ??= saslUsername(
-          state.mechanism,
-          decodeSaslAuthenticateRequest(body, info.apiVersion),
-        );
-    } catch {
-      // Not ours to judge: the broker answers a malformed login; the connection stays unnamed.
-    }
-  }
-
-  /** The broker's answer to a SASL request: the login goes on, succeeded, or was refused. */
-  private onSaslAnswer(info: RequestInfo, frame: Buffer, state: ConnectionState): void {
-    if (saslRefused(info, frame)) {
-      // The broker closes the connection (SaslServerAuthenticator); nothing of it is stored.
-      state.refused = true;
-      state.authenticated = false;
-      state.user = undefined;
-    } else if (info.apiKey === SASL_AUTHENTICATE) {
-      state.steps++;
-      // A mechanism whose identity we cannot read keys acceptances by the connection alone, so
-      // only the broker's own answer to a Produce on it can ever let its batches be stored:
-      // "authenticated" after any accepted step is then safe, whatever the number of steps.
-      if (state.steps >= (LOGIN_STEPS[state.mechanism ?? '?'] ?? 1)) {
-        state.authenticated = true;
-        state.user = state.claimedUser;
-      }
-    }
-    if (--state.saslPending === 0 && state.saslSettled !== undefined) {
-      const settled = state.saslSettled;
-      state.saslSettled = undefined;
-      settled.settle();
-    }
-  }
-
-  /** Settled once every SASL request of the connection sent so far is answered. */
-  private saslAnswered(state: ConnectionState): Promise<void> {
-    if (state.saslSettled === undefined) {
-      let settle!: () => void;
-      const promise = new Promise<void>((resolve) => {
-        settle = resolve;
-      });
-      state.saslSettled = { promise, settle };
-    }
-    return state.saslSettled.promise;
-  }
-
-  /**
-   * Who the broker authorizes on this connection, as a key for what it accepted; undefined while
-   * that is not known (a login not over) or after the broker refused the login.
-   */
-  private identityOf(state: ConnectionState): string | undefined {
-    if (state.refused) return undefined;
-    if (state.mechanism === undefined) return 'anonymous';
-    if (!state.authenticated) return undefined;
-    return state.user !== undefined ? `user:${state.user}` : `connection:${state.id}`;
   }
 
   /** Whether requests to `leaderId` go as bytes for now because it could not fill a reference. */
@@ -436,10 +205,11 @@ export class ZoneProduce {
       );
       return { action: 'forward', frame: original, expectResponse: acks !== 0 };
     }
-    const frame = this.neutralized(
+    const { frame, neutralized } = neutralizeReferences(
       original,
       request.topicData.flatMap((t) => t.partitionData),
     );
+    this.stats.clientReferencesNeutralized += neutralized;
     // Whatever goes on, references included, is built from the neutralized bytes.
     if (frame !== original) {
       request = decodeProduceRequest(
@@ -453,7 +223,7 @@ export class ZoneProduce {
       bytes.acksZero += partitions;
       return asBytes;
     }
-    const connectionState = this.connectionState(connection);
+    const connectionState = this.logins.stateOf(connection);
     const requestState: RequestState = {
       connection: connectionState,
       acceptance: new Map(),
@@ -471,7 +241,7 @@ export class ZoneProduce {
       return this.reference(info, headerBytes, request, outcome.candidates, requestState, asBytes);
     };
     const start = (): RequestDecision | Promise<RequestDecision> => {
-      const identity = this.identityOf(connectionState);
+      const identity = this.logins.identityOf(connectionState);
       if (identity === undefined) {
         // A login the broker has not accepted (or refused): it would judge this request as
         // nobody's we know, and an unauthenticated client must not make us store anything.
@@ -485,7 +255,7 @@ export class ZoneProduce {
       // yet. Decided once it is answered; the pipe holds this request (and the ones behind it)
       // meanwhile, within its buffering bound.
       this.stats.requestsHeldForLogin++;
-      return this.saslAnswered(connectionState).then(start);
+      return this.logins.answered(connectionState).then(start);
     }
     return start();
   }
@@ -526,16 +296,16 @@ export class ZoneProduce {
       return { topic, topicKey, key, name, settings, wanted };
     });
     const waitFor = topics
-      .filter((t) => t.wanted && !this.accepted.has(t.key))
-      .map((t) => this.awaiting.get(t.key)?.promise)
+      .filter((t) => t.wanted && !this.acceptances.has(t.key))
+      .map((t) => this.acceptances.answerOf(t.key))
       .filter((p) => p !== undefined);
     if (waitFor.length > 0) return { waitFor };
 
     const candidates: Candidate[] = [];
     for (const { topic, topicKey, key, name, settings, wanted } of topics) {
-      const first = wanted && !this.accepted.has(key);
+      const first = wanted && !this.acceptances.has(key);
       // This request asks the leader first: its answer says whether the topic may go by reference.
-      if (first) this.awaiting.set(key, this.awaitAnswer(key));
+      if (first) this.acceptances.ask(key);
       for (const partition of topic.partitionData) {
         const reason: keyof ZoneProduceBytesReasons | undefined =
           name === undefined
@@ -572,25 +342,6 @@ export class ZoneProduce {
     return { candidates };
   }
 
-  /** Settled by the leader's next answer for the key's topic, or after a while anyway. */
-  private awaitAnswer(key: string): Awaiting {
-    let settle!: () => void;
-    const promise = new Promise<void>((resolve) => {
-      settle = resolve;
-    });
-    const timer = setTimeout(() => awaiting.settle(), this.acceptanceWaitMs);
-    timer.unref();
-    const awaiting: Awaiting = {
-      promise,
-      settle: () => {
-        clearTimeout(timer);
-        if (this.awaiting.get(key) === awaiting) this.awaiting.delete(key);
-        settle();
-      },
-    };
-    return awaiting;
-  }
-
   /** Waits for the batches' store write, then forwards the request with references in their place. */
   private async reference(
     info: RequestInfo,
@@ -603,6 +354,7 @@ export class ZoneProduce {
     const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
     let locations: WalLocation[];
+    let stored = false;
     try {
       locations = await Promise.race([
         Promise.all(candidates.map((c) => c.ticket.durable)),
@@ -613,6 +365,7 @@ export class ZoneProduce {
           );
         }),
       ]);
+      stored = true;
     } catch (error) {
       // The store is failing or slow: the producer gets the stock path at once.
       this.stats.batchesAsBytes.storeFailed += candidates.length;
@@ -628,6 +381,14 @@ export class ZoneProduce {
       this.stats.storeMsTotal += ms;
       this.stats.storeCount++;
       this.stats.storeMsMax = Math.max(this.stats.storeMsMax, ms);
+      if (storeChannel.hasSubscribers) {
+        storeChannel.publish({
+          batches: candidates.length,
+          bytes: candidates.reduce((n, c) => n + c.batch.length, 0),
+          durationMs: ms,
+          outcome: stored ? 'stored' : 'failed',
+        } satisfies ZoneProduceStoreEvent);
+      }
     }
     this.options.health?.markHealthy('zone-local produce stored');
     for (const [i, c] of candidates.entries()) {
@@ -675,7 +436,7 @@ export class ZoneProduce {
         { error: (error as Error).message },
         'zone-local produce: Produce response not decoded; forwarded as sent',
       );
-      for (const key of state.acceptance.values()) this.awaiting.get(key)?.settle();
+      for (const key of state.acceptance.values()) this.acceptances.answered(key);
       return frame;
     }
     const rewritten = this.learn(leaderId, info.apiVersion, state, response);
@@ -706,15 +467,13 @@ export class ZoneProduce {
       const key = state.acceptance.get(topicKey);
       if (key !== undefined) {
         if (topic.partitionResponses.every((p) => p.errorCode === 0)) {
-          this.accepted.delete(key);
-          this.accepted.add(key);
-          if (this.accepted.size > MAX_ACCEPTED) this.accepted.delete(this.accepted.values().next().value!);
+          this.acceptances.accept(key);
         } else if (topic.partitionResponses.some((p) => AUTHORIZATION_ERRORS.has(p.errorCode))) {
           // A revoked ACL: the next batches of this topic wait for the leader's word again.
-          this.accepted.delete(key);
+          this.acceptances.revoke(key);
         }
         // Requests held for this answer decide now: by reference if it accepted the topic.
-        this.awaiting.get(key)?.settle();
+        this.acceptances.answered(key);
       }
       for (const p of topic.partitionResponses) {
         if (!referenced(topicKey, p)) continue;
@@ -755,82 +514,6 @@ export class ZoneProduce {
       state.connection.bytesUntil = this.now() + this.fallbackMs;
     }
     return changed;
-  }
-
-  /** The frame, with the magic of any client-sent reference changed so that no leader fills it. */
-  private neutralized(frame: Buffer, partitions: ProducePartitionData[]): Buffer {
-    let out = frame;
-    for (const partition of partitions) {
-      if (!isProduceReference(partition.records)) continue;
-      if (out === frame) out = Buffer.from(frame);
-      out[partition.records.byteOffset - frame.byteOffset + MAGIC_OFFSET] = NEUTRALIZED_MAGIC;
-      this.stats.clientReferencesNeutralized++;
-    }
-    return out;
-  }
-}
-
-const AUTHORIZATION_ERRORS: ReadonlySet<number> = new Set([
-  ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-  ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-  ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-]);
-
-/**
- * Whether the broker's answer to a SASL request refuses the handshake or the login (or cannot be
- * read: then nothing of the connection is trusted either).
- */
-function saslRefused(info: RequestInfo, frame: Buffer): boolean {
-  try {
-    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-    const { headerLength } = decodeResponseHeader(
-      payload,
-      responseHeaderVersion(info.apiKey, info.apiVersion)!,
-    );
-    const body = payload.subarray(headerLength);
-    const errorCode =
-      info.apiKey === SASL_HANDSHAKE
-        ? decodeSaslHandshakeResponse(body, info.apiVersion).errorCode
-        : decodeSaslAuthenticateResponse(body, info.apiVersion).errorCode;
-    return errorCode !== 0;
-  } catch {
-    return true;
-  }
-}
-
-/**
- * Whether the broker's refusal of a referenced partition may be of a reference nobody filled:
- * - `unfilled`: certainly (from v8 the magic check, ProduceRequest.validateRecords, says "magic"
- *   in its message; a filled batch is magic 2), so every producer of that leader would meet it;
- * - `maybe`: before v8 INVALID_RECORD / CORRUPT_MESSAGE carry no message, and the producer's own
- *   batch may be what the broker refused;
- * - undefined: the batch's own refusal, answered as stock (the leader side is known to fill).
- */
-function referenceRefusal(
-  version: number,
-  errorCode: number,
-  message: string | null | undefined,
-  leaderSideFills: boolean,
-): 'unfilled' | 'maybe' | undefined {
-  if (errorCode !== ErrorCode.INVALID_RECORD && errorCode !== ErrorCode.CORRUPT_MESSAGE) return undefined;
-  if (leaderSideFills) return undefined;
-  if (version >= 8 && message != null) return /magic/i.test(message) ? 'unfilled' : undefined;
-  return 'maybe';
-}
-
-/**
- * The partition's only batch, when its Records field is exactly one complete, CRC-valid magic v2
- * batch. A batch with a wrong CRC goes as bytes, for the broker to refuse as stock does: by
- * reference the leader side's check would refuse it as a store fault, and every producer of that
- * leader would go to bytes for fallbackMs.
- */
-function oneBatch(records: Buffer | null): Buffer | undefined {
-  if (records === null) return undefined;
-  try {
-    const batch = recordBatchAt(records, 0);
-    return !batch.partial && batch.size === records.length && batch.isCrcValid() ? records : undefined;
-  } catch {
-    return undefined;
   }
 }
 

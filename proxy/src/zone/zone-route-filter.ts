@@ -1,8 +1,6 @@
 import {
   ApiKey,
-  apiKeyInfo,
   canDecode,
-  decodeApiVersionsResponse,
   decodeDescribeClusterResponse,
   decodeFetchRequest,
   decodeFetchResponse,
@@ -11,7 +9,6 @@ import {
   decodeProduceResponse,
   decodeRequestHeader,
   decodeResponseHeader,
-  encodeApiVersionsResponse,
   encodeDescribeClusterResponse,
   encodeFetchRequest,
   encodeFetchResponse,
@@ -42,10 +39,12 @@ const PRODUCE_NODE_ENDPOINTS_VERSION = 10;
 const FETCH_NODE_ENDPOINTS_VERSION = 16;
 
 /**
- * The APIs whose responses this filter rewrites: a zone-aware client must not be offered a
- * version newer than walproxy decodes, or its addresses would pass through unrewritten.
+ * The APIs whose responses this filter rewrites beyond Produce and Fetch, which every listener
+ * caps: a zone-aware client must not be offered a version newer than walproxy decodes, or its
+ * addresses would pass through unrewritten. The ApiVersions filter of every listener this filter
+ * is on caps them (filters/api-versions.ts).
  */
-const CAPPED_APIS = [ApiKey.Metadata, ApiKey.FindCoordinator, ApiKey.DescribeCluster] as const;
+export const ZONE_ROUTED_APIS = [ApiKey.Metadata, ApiKey.FindCoordinator, ApiKey.DescribeCluster] as const;
 
 export interface ZoneRouteStats {
   /** Requests from clients routed by zone, by how their zone was known. */
@@ -100,7 +99,6 @@ export interface ZoneRouteOptions {
  */
 export class ZoneRouteFilter implements FrameFilter {
   readonly apiKeys = new Set<number>([
-    ApiKey.ApiVersions,
     ApiKey.Metadata,
     ApiKey.FindCoordinator,
     ApiKey.DescribeCluster,
@@ -130,7 +128,6 @@ export class ZoneRouteFilter implements FrameFilter {
     const expectResponse =
       info.apiKey !== ApiKey.Produce || peekProduceAcks(frame.subarray(FRAME_SIZE_PREFIX_BYTES)) !== 0;
     const forward: RequestDecision = { action: 'forward', frame, expectResponse };
-    if (info.apiKey === ApiKey.ApiVersions) return forward;
     // The codec is stricter than the broker in places (a client.id the broker reads with
     // replacement characters, a Fetch it answers per partition): what it refuses goes to the broker
     // unchanged, unrouted, and the broker's answer is the client's, instead of a closed connection.
@@ -168,7 +165,6 @@ export class ZoneRouteFilter implements FrameFilter {
   }
 
   onResponse(info: RequestInfo, frame: Buffer): Buffer {
-    if (info.apiKey === ApiKey.ApiVersions) return capVersions(info, frame);
     const zone = this.zones.get(info);
     if (zone === undefined) return frame;
     this.zones.delete(info);
@@ -306,30 +302,6 @@ function rewriteResponse(
     }
   }
   return encoded === undefined ? frame : withSizePrefix([header, encoded]);
-}
-
-/**
- * Caps the APIs this filter rewrites to what walproxy decodes, as the ApiVersions filter does for
- * Produce and Fetch; mins stay as the broker wrote them. The ApiVersions header is always v0.
- */
-function capVersions(info: RequestInfo, frame: Buffer): Buffer {
-  const headerBytes = FRAME_SIZE_PREFIX_BYTES + 4;
-  const response = decodeApiVersionsResponse(frame.subarray(headerBytes), info.apiVersion);
-  if (response.errorCode !== 0) return frame;
-  let changed = false;
-  for (const entry of response.apiKeys) {
-    if (!(CAPPED_APIS as readonly number[]).includes(entry.apiKey)) continue;
-    const ourMax = apiKeyInfo(entry.apiKey)!.decodes!.max;
-    if (entry.maxVersion > ourMax) {
-      entry.maxVersion = Math.max(ourMax, entry.minVersion);
-      changed = true;
-    }
-  }
-  if (!changed) return frame;
-  return withSizePrefix([
-    frame.subarray(FRAME_SIZE_PREFIX_BYTES, headerBytes),
-    encodeApiVersionsResponse(response, info.apiVersion),
-  ]);
 }
 
 function withSizePrefix(parts: Buffer[]): Buffer {

@@ -1,12 +1,13 @@
 import { type ZoneConfig, zoneIngressAddress } from '../config/zone-flags.js';
 import type { Logger } from '../log.js';
+import type { MemoryBounds } from '../memory-budget.js';
 import type { FrameFilter, FrameObserver } from '../net/frame-filter.js';
 import { type HostPort, type ListenerTls, ProxyListener, type UpstreamTls } from '../net/proxy-listener.js';
 import { RackMemory } from './client-zone.js';
-import { FilterChain } from './filter-chain.js';
 import type { ProduceFillFilter, ProduceFillStats } from './produce-fill.js';
 import { ZoneDirectory } from './zone-directory.js';
-import { ZoneProduce, type ZoneProduceOptions, type ZoneProduceStats } from './zone-produce.js';
+import { ZoneProduce, type ZoneProduceOptions } from './zone-produce.js';
+import type { ZoneProduceStats } from './zone-produce-stats.js';
 import { ZoneRouteFilter, type ZoneRouteStats } from './zone-route-filter.js';
 
 export interface ZoneRoutingInput {
@@ -16,15 +17,23 @@ export interface ZoneRoutingInput {
   clientUpstream: HostPort;
   maxFrameBytes: number;
   maxBufferedBytes: number;
+  /** The zone's share of the memory budget: how much each of its memories keeps. */
+  memory: Pick<MemoryBounds, 'zoneAcceptances' | 'zoneClientRacks'>;
   observer?: FrameObserver;
   log: Logger;
   /**
-   * The client ingress's filters (ApiVersions, SaslHandshake, the WAL's Produce filter): the zone
-   * ingress and the zone egress for our own broker hand requests to the broker as it does.
+   * The client ingress's filters before zone routing (ApiVersions capping what zone routing
+   * rewrites too, SaslHandshake, the WAL's Produce filter): the zone egress for our own broker and
+   * the zone bootstrap hand requests to the broker as it does.
    */
   brokerFilters: readonly FrameFilter[];
   /** Filters of a zone egress towards a peer: only what must be answered before the broker (ApiVersions, SaslHandshake). */
   peerFilters: readonly FrameFilter[];
+  /**
+   * The zone ingress's filters: the client ingress's, with the ApiVersions filter of listeners zone
+   * routing does not filter (the peer's zone egress caps what zone routing rewrites).
+   */
+  ingressFilters: readonly FrameFilter[];
   /** Zone egresses and the zone bootstrap are client-facing: they terminate TLS as the client ingress does. */
   clientTls?: ListenerTls;
   /** The zone ingress takes peers only: TLS as the replication ingress (peer certificates required). */
@@ -36,6 +45,14 @@ export interface ZoneRoutingInput {
    * filled on the zone ingress before the broker's filters see the request.
    */
   zoneLocalProduce?: { produce: Omit<ZoneProduceOptions, 'directory'>; fill: ProduceFillFilter };
+}
+
+/** What /counters and the telemetry read of zone routing (cumulative counters). */
+export interface ZoneRoutingStats {
+  clientIngress: ZoneRouteStats;
+  zoneListeners: ZoneRouteStats;
+  /** With the WAL: the producer's zone side (references) and the leader's zone side (fill). */
+  produce?: { references: ZoneProduceStats; fill: ProduceFillStats };
 }
 
 /**
@@ -61,7 +78,7 @@ export class ZoneRouting {
     const { zone, log } = input;
     this.directory = new ZoneDirectory(zone);
     // One memory for all listeners: a client's Fetch on any connection teaches every later one.
-    const rackMemory = new RackMemory();
+    const rackMemory = new RackMemory(input.memory.zoneClientRacks);
     const routeOptions = { directory: this.directory, rackMemory, rackFromFetch: zone.rackFromFetch, log };
     this.clientIngressFilter = new ZoneRouteFilter(routeOptions);
     this.zoneListenerFilter = new ZoneRouteFilter({ ...routeOptions, listenerZone: zone.zone });
@@ -72,10 +89,14 @@ export class ZoneRouting {
       ...(input.observer ? { observer: input.observer } : {}),
     };
     const clientFacing = input.clientTls ? { tls: input.clientTls } : {};
-    const towardsOwnBroker = [new FilterChain([...input.brokerFilters, this.zoneListenerFilter])];
+    const towardsOwnBroker = [...input.brokerFilters, this.zoneListenerFilter];
     if (input.zoneLocalProduce) {
       this.produce = {
-        references: new ZoneProduce({ ...input.zoneLocalProduce.produce, directory: this.directory }),
+        references: new ZoneProduce({
+          ...input.zoneLocalProduce.produce,
+          directory: this.directory,
+          maxAccepted: input.memory.zoneAcceptances,
+        }),
         fill: input.zoneLocalProduce.fill,
       };
     }
@@ -93,13 +114,11 @@ export class ZoneRouting {
           filters: own
             ? towardsOwnBroker
             : [
+                ...input.peerFilters,
                 // The reference is made after zone routing saw the request, and the leader's
                 // answer reaches it before zone routing rewrites its addresses.
-                new FilterChain([
-                  ...input.peerFilters,
-                  this.zoneListenerFilter,
-                  ...(produce ? [produce.references.filterFor(id)] : []),
-                ]),
+                this.zoneListenerFilter,
+                ...(produce ? [produce.references.filterFor(id)] : []),
               ],
           ...(upstreamTls ? { upstreamTls } : {}),
         }),
@@ -126,18 +145,14 @@ export class ZoneRouting {
           listen: zone.ingressListen,
           upstream: input.clientUpstream,
           // References are filled first: the WAL's Produce filter then sees the producer's bytes.
-          filters: produce ? [new FilterChain([produce.fill, ...input.brokerFilters])] : input.brokerFilters,
+          filters: produce ? [produce.fill, ...input.ingressFilters] : input.ingressFilters,
         }),
       );
     }
   }
 
   /** Counters of the client ingress's routing, the zone listeners' routing and zone-local produce. */
-  get stats(): {
-    clientIngress: ZoneRouteStats;
-    zoneListeners: ZoneRouteStats;
-    produce?: { references: ZoneProduceStats; fill: ProduceFillStats };
-  } {
+  get stats(): ZoneRoutingStats {
     return {
       clientIngress: this.clientIngressFilter.stats,
       zoneListeners: this.zoneListenerFilter.stats,

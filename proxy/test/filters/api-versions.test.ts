@@ -1,4 +1,5 @@
 import {
+  ApiKey,
   decodeApiVersionsResponse,
   decodeResponseHeader,
   encodeApiVersionsResponse,
@@ -7,6 +8,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { ApiVersionsFilter } from '../../src/filters/api-versions.js';
 import type { RequestInfo } from '../../src/net/frame-filter.js';
+import { ZONE_ROUTED_APIS } from '../../src/zone/zone-route-filter.js';
 
 const info = (apiVersion: number): RequestInfo => ({ apiKey: 18, apiVersion, correlationId: 7 });
 
@@ -67,5 +69,38 @@ describe('ApiVersionsFilter', () => {
     const body = decodeApiVersionsResponse(response.subarray(headerLength), 0);
     expect(body.errorCode).toBe(35);
     expect(body.apiKeys).toEqual([expect.objectContaining({ apiKey: 18, minVersion: 0, maxVersion: 5 })]);
+  });
+
+  // Moved from zone-route-filter.test.ts with the capping it tested: zone routing's listeners now
+  // cap what it rewrites in their one ApiVersions filter.
+  it('caps Metadata, FindCoordinator and DescribeCluster to the versions it decodes on the listeners zone routing filters', () => {
+    const filter = new ApiVersionsFilter(ZONE_ROUTED_APIS);
+    const i = info(3);
+    const original = framed([
+      encodeResponseHeader({ correlationId: i.correlationId }, 0),
+      encodeApiVersionsResponse(
+        {
+          errorCode: 0,
+          apiKeys: [
+            { apiKey: ApiKey.Produce, minVersion: 3, maxVersion: 13 },
+            { apiKey: ApiKey.Metadata, minVersion: 0, maxVersion: 14 },
+            { apiKey: ApiKey.FindCoordinator, minVersion: 0, maxVersion: 7 },
+            { apiKey: ApiKey.DescribeCluster, minVersion: 0, maxVersion: 2 },
+          ],
+          throttleTimeMs: 0,
+        },
+        3,
+      ),
+    ]);
+    expect(filter.onRequest(i, framed([Buffer.from('request')]))).toMatchObject({ action: 'forward' });
+    const out = filter.onResponse(i, original);
+    expect(
+      decodeApiVersionsResponse(out.subarray(8), 3).apiKeys.map((k) => [k.apiKey, k.maxVersion]),
+    ).toEqual([
+      [ApiKey.Produce, 13],
+      [ApiKey.Metadata, 13],
+      [ApiKey.FindCoordinator, 6],
+      [ApiKey.DescribeCluster, 2],
+    ]);
   });
 });

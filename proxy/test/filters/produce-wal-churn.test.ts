@@ -17,6 +17,7 @@ import { createLogger } from '../../src/log.js';
 import type { TopicNames } from '../../src/metadata/topic-names.js';
 import { ConnectionPipe } from '../../src/net/connection-pipe.js';
 import { newListenerCounters } from '../../src/net/counters.js';
+import { FilterChain } from '../../src/net/filter-chain.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { ProducerWaits, WalWriter } from '../../src/wal/index.js';
@@ -170,7 +171,13 @@ describe('ProduceWalFilter and ProducerWaits under connection churn', () => {
       log,
     });
     const counters = newListenerCounters();
-    const options = { maxFrameBytes: 1 << 20, maxBufferedBytes: 1 << 20, filters: [filter], counters, log };
+    const options = {
+      maxFrameBytes: 1 << 20,
+      maxBufferedBytes: 1 << 20,
+      chain: new FilterChain([filter]),
+      counters,
+      log,
+    };
 
     let offset = 0n;
     const connect = async (n: number) => {

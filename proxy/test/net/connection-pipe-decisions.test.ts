@@ -86,14 +86,14 @@ function heldFilter() {
   };
 }
 
-async function start(filter: FrameFilter, upstreamPort: number, maxBufferedBytes = 1 << 20) {
+async function start(filter: FrameFilter | FrameFilter[], upstreamPort: number, maxBufferedBytes = 1 << 20) {
   const listener = new ProxyListener({
     name: 'client',
     listen: { host: '127.0.0.1', port: 0 },
     upstream: { host: '127.0.0.1', port: upstreamPort },
     maxFrameBytes: 1 << 24,
     maxBufferedBytes,
-    filters: [filter],
+    filters: Array.isArray(filter) ? filter : [filter],
     log: createLogger('silent'),
   });
   await listener.start();
@@ -122,6 +122,39 @@ async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void>
 }
 
 const settle = () => new Promise((r) => setTimeout(r, 50));
+
+/** `frame` with `tag` appended, its size prefix grown to match. */
+function tagged(frame: Buffer, tag: string): Buffer {
+  const out = Buffer.concat([frame, Buffer.from(tag)]);
+  out.writeInt32BE(out.length - 4, 0);
+  return out;
+}
+
+describe('ConnectionPipe, the filter chain', () => {
+  it('runs every filter that claims a key, requests in the declared order and responses in reverse', async () => {
+    // Given a listener whose two filters both claim Metadata, listed downstream side first
+    const upstream = await recordingUpstream();
+    const seen: string[] = [];
+    const tagging = (name: string): FrameFilter => ({
+      apiKeys: new Set([METADATA]),
+      onRequest: (_info, frame) => {
+        seen.push(`${name}:request`);
+        return { action: 'forward', frame, expectResponse: true };
+      },
+      onResponse: (_info, frame) => {
+        seen.push(`${name}:response`);
+        return tagged(frame, name);
+      },
+    });
+    const c = await start([tagging('A'), tagging('B')], upstream.port);
+    // When a Metadata request and its answer pass
+    c.socket.write(request(1));
+    await until(() => c.answers().length === 1);
+    // Then both filters saw both, the one nearest the upstream first on the way back
+    expect(seen).toEqual(['A:request', 'B:request', 'B:response', 'A:response']);
+    expect(c.answers()).toEqual(['1:upBA']);
+  });
+});
 
 describe('ConnectionPipe, requests decided later', () => {
   it('tells each filter once that a connection closed, naming the connection its requests came with', async () => {

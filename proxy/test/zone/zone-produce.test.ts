@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
   ApiKey,
   decodeProduceRequest,
@@ -12,7 +13,7 @@ import {
   type RecordBatch,
   recordBatchAt,
 } from '@walproxy/shared';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildRecordBatch } from '../../../shared/test/helpers/record-batches.js';
 import { ProduceWalFilter } from '../../src/filters/produce-wal.js';
 import { createLogger } from '../../src/log.js';
@@ -31,6 +32,7 @@ import { WalBatchIndex } from '../../src/wal/batch-index.js';
 import { WalRangeReader } from '../../src/wal/range-reader.js';
 import { SealingPolicy } from '../../src/wal/sealing-policy.js';
 import { WalWriter } from '../../src/wal/wal-writer.js';
+import { ZONE_PRODUCE_CHANNELS } from '../../src/zone/channels.js';
 import { ProduceFillFilter } from '../../src/zone/produce-fill.js';
 import { ZoneDirectory } from '../../src/zone/zone-directory.js';
 import { ZoneProduce } from '../../src/zone/zone-produce.js';
@@ -164,6 +166,8 @@ function setup(
     leaderZone?: string;
     readable?: boolean;
     storeTimeoutMs?: number;
+    /** Acceptances the producer's zone side remembers (the memory budget's zoneAcceptances). */
+    maxAccepted?: number;
     /** Both sidecars' writers (and the leader's WAL filter) under a sealing policy. */
     sealing?: () => SealingPolicy;
     /** More settings of the zl-* topics. */
@@ -200,6 +204,7 @@ function setup(
     log,
     ...(options.now ? { now: options.now } : {}),
     ...(options.storeTimeoutMs ? { storeTimeoutMs: options.storeTimeoutMs } : {}),
+    ...(options.maxAccepted ? { maxAccepted: options.maxAccepted } : {}),
   });
   const egress = zoneProduce.filterFor(LEADER);
   const egressConnection: FilterConnection = { log };
@@ -365,6 +370,52 @@ describe('zone-local produce: references between sidecars', () => {
     expect(toBroker.equals(request)).toBe(true);
     expect(s.zoneProduce.stats).toMatchObject({ requestsReferenced: 1, batchesReferenced: 2 });
     expect(s.fill.stats).toMatchObject({ requestsFilled: 1, batchesFilled: 2, requestsRefused: 0 });
+  });
+
+  it('publishes the store write and the fill of a referenced request on its diagnostics channels', async () => {
+    // Given subscribers to zone/'s channels, as the telemetry subscribes
+    const events: Array<[string, unknown]> = [];
+    const listen = (name: string) => {
+      const handler = (message: unknown) => events.push([name, message]);
+      subscribe(name, handler);
+      onTestFinished(() => unsubscribe(name, handler));
+    };
+    listen(ZONE_PRODUCE_CHANNELS.store);
+    listen(ZONE_PRODUCE_CHANNELS.fill);
+    const s = setup();
+    const topic = { name: 'zl-orders' };
+    await accepted(s, topic);
+    // When a produce of two batches goes by reference and the leader fills it
+    const i = info(9);
+    const request = produce(i, [{ topic, batches: [batch(1), batch(2)] }]);
+    forwarded(await s.throughLeader(i, await s.throughZone(i, request)));
+    // Then one store event and one fill event tell the batches, their bytes and the outcome
+    const bytes = batch(1).length + batch(2).length;
+    expect(events).toEqual([
+      [ZONE_PRODUCE_CHANNELS.store, { batches: 2, bytes, durationMs: expect.any(Number), outcome: 'stored' }],
+      [ZONE_PRODUCE_CHANNELS.fill, { batches: 2, bytes, durationMs: expect.any(Number), outcome: 'filled' }],
+    ]);
+  });
+
+  it('remembers at most maxAccepted acceptances, forgetting the oldest, which its next produce learns again as bytes', async () => {
+    // Given a producer's zone side that remembers two acceptances (its share of the memory budget)
+    const s = setup({ maxAccepted: 2 });
+    const [a, b, c] = [{ name: 'zl-a' }, { name: 'zl-b' }, { name: 'zl-c' }];
+    // When the leader accepts three topics, one after the other
+    await accepted(s, a);
+    await accepted(s, b);
+    await accepted(s, c);
+    // Then the two latest still go by reference
+    for (const topic of [b, c]) {
+      const i = info(9);
+      const sent = await s.throughZone(i, produce(i, [{ topic, batches: [batch(1)] }]));
+      expect(partitionRecords(i, sent).every(isProduceReference)).toBe(true);
+    }
+    // And the first one was forgotten: its next produce asks the leader again, as bytes
+    const i = info(9);
+    const request = produce(i, [{ topic: a, batches: [batch(1)] }]);
+    expect(await s.throughZone(i, request)).toBe(request);
+    expect(s.zoneProduce.stats.batchesAsBytes.notAcceptedYet).toBe(4);
   });
 
   it("holds a pipelining producer's requests behind its first one until the leader answered it, then references them", async () => {

@@ -1,6 +1,5 @@
 import {
   ApiKey,
-  decodeApiVersionsResponse,
   decodeDescribeClusterResponse,
   decodeFetchRequest,
   decodeFetchResponse,
@@ -8,7 +7,6 @@ import {
   decodeMetadataResponse,
   decodeProduceResponse,
   decodeRequestHeader,
-  encodeApiVersionsResponse,
   encodeDescribeClusterResponse,
   encodeFetchRequest,
   encodeFetchResponse,
@@ -414,37 +412,6 @@ describe('zone routing on a zone egress', () => {
     expect(filter.stats.fetchRackIdsSet).toBe(3);
   });
 
-  it('caps Metadata, FindCoordinator and DescribeCluster to the versions it decodes', () => {
-    const filter = filterFor('zone-a');
-    const i = info(ApiKey.ApiVersions, 3);
-    const original = frameV0(
-      i,
-      encodeApiVersionsResponse(
-        {
-          errorCode: 0,
-          apiKeys: [
-            { apiKey: ApiKey.Produce, minVersion: 3, maxVersion: 13 },
-            { apiKey: ApiKey.Metadata, minVersion: 0, maxVersion: 14 },
-            { apiKey: ApiKey.FindCoordinator, minVersion: 0, maxVersion: 7 },
-            { apiKey: ApiKey.DescribeCluster, minVersion: 0, maxVersion: 2 },
-          ],
-          throttleTimeMs: 0,
-        },
-        3,
-      ),
-    );
-    forwarded(filter.onRequest(i, requestFrame(i, 'c', Buffer.from('00000000', 'hex')), connection()));
-    const out = filter.onResponse(i, original);
-    expect(
-      decodeApiVersionsResponse(out.subarray(8), 3).apiKeys.map((k) => [k.apiKey, k.maxVersion]),
-    ).toEqual([
-      [ApiKey.Produce, 13],
-      [ApiKey.Metadata, 13],
-      [ApiKey.FindCoordinator, 6],
-      [ApiKey.DescribeCluster, 2],
-    ]);
-  });
-
   it('forwards a request whose client.id is not UTF-8 unchanged, as the broker reads it, and leaves its answer alone', () => {
     // Given a Metadata request from a client of this listener's zone whose client.id bytes are
     // not valid UTF-8 (Kafka decodes them with replacement characters and answers)
@@ -507,13 +474,4 @@ function consumerFetch(rackId: string | undefined, v = 17): FetchRequest {
     forgottenTopicsData: [],
     rackId,
   };
-}
-
-/** An ApiVersions response frame: header v0 whatever the version (KIP-511). */
-function frameV0(i: RequestInfo, body: Buffer): Buffer {
-  const out = Buffer.alloc(8 + body.length);
-  out.writeInt32BE(4 + body.length, 0);
-  out.writeInt32BE(i.correlationId, 4);
-  body.copy(out, 8);
-  return out;
 }

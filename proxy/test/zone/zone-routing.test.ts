@@ -13,6 +13,7 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ZoneConfig } from '../../src/config/zone-flags.js';
 import { createLogger } from '../../src/log.js';
+import { memoryBounds } from '../../src/memory-budget.js';
 import { FrameDecoder } from '../../src/net/frame-decoder.js';
 import { ZoneRouting } from '../../src/zone/zone-routing.js';
 import { requestFrame, responseFrame } from './frames.js';
@@ -115,7 +116,14 @@ describe('zone routing listeners', () => {
     const base = 20_000 + Math.floor(Math.random() * 10_000);
     const broker1 = await startBroker();
     const broker2 = await startBroker();
-    const common = { maxFrameBytes: 1 << 20, maxBufferedBytes: 1 << 20, log, peerFilters: [] };
+    const common = {
+      maxFrameBytes: 1 << 20,
+      maxBufferedBytes: 1 << 20,
+      log,
+      peerFilters: [],
+      memory: memoryBounds(512 * 1024 * 1024, 'flag'),
+      ingressFilters: [],
+    };
     const sidecar2 = new ZoneRouting({
       ...common,
       brokerId: 2,

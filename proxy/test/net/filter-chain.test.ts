@@ -1,9 +1,9 @@
 import { ApiKey, encodeProduceRequest } from '@walproxy/shared';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
+import { FilterChain } from '../../src/net/filter-chain.js';
 import type { FrameFilter, RequestInfo } from '../../src/net/frame-filter.js';
-import { FilterChain } from '../../src/zone/filter-chain.js';
-import { requestFrame } from './frames.js';
+import { requestFrame } from '../zone/frames.js';
 
 const connection = { log: createLogger('silent') };
 
@@ -135,5 +135,22 @@ describe('FilterChain', () => {
     chain.onClose(connection);
     // Then both filters that keep something for it hear of it, about that connection
     expect(closed).toEqual(['zone:true', 'wal:true']);
+  });
+
+  it('tells the later filters that a connection closed when an earlier one fails to release it', () => {
+    // Given a filter whose onClose throws, listed before one that keeps per-connection state
+    const closed: string[] = [];
+    const chain = new FilterChain([
+      {
+        apiKeys: new Set([0]),
+        onClose: () => {
+          throw new Error('bug');
+        },
+      },
+      { apiKeys: new Set([0]), onClose: () => closed.push('wal') },
+    ]);
+    // When the connection closes, Then the failure stays in the chain and the second still hears of it
+    expect(() => chain.onClose(connection)).not.toThrow();
+    expect(closed).toEqual(['wal']);
   });
 });
