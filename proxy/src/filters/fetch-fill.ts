@@ -28,6 +28,7 @@ import {
   decodeWalTrace,
   encodeFetchCapability,
   encodeFetchRequest,
+  encodeFrame,
   FETCH_CAPABILITY_TAG,
   type FetchRequestTopic,
   type FetchResponse,
@@ -58,7 +59,7 @@ import {
   pendingKey,
 } from './fetch-fill-pending.js';
 import { messageOf, type Rebuilt, rebuild } from './fetch-fill-rebuild.js';
-import { type Edit, frameOf, rebuildFrame } from './fetch-fill-splice.js';
+import { type Edit, rebuildFrame } from './fetch-fill-splice.js';
 import { type FillReader, FillStoreReads, type ObjectReads, storeAndKey } from './fetch-fill-store-reads.js';
 
 export {
@@ -261,7 +262,7 @@ export class FetchFillFilter implements FrameFilter {
     this.stats.requestsMarked++;
     return {
       action: 'forward',
-      frame: frameOf(payload.subarray(0, header.headerLength), body),
+      frame: encodeFrame(payload.subarray(0, header.headerLength), body),
       expectResponse: true,
     };
   }

@@ -6,6 +6,7 @@ import {
   decodeRequestHeader,
   decodeResponseHeader,
   ErrorCode,
+  encodeFrame,
   encodeProduceReference,
   encodeProduceRequest,
   encodeProduceResponse,
@@ -645,7 +646,7 @@ export class ZoneProduce {
     this.stats.batchesReferenced += candidates.length;
     return {
       action: 'forward',
-      frame: withSizePrefix([headerBytes, encodeProduceRequest(request, info.apiVersion)]),
+      frame: encodeFrame(headerBytes, encodeProduceRequest(request, info.apiVersion)),
       expectResponse: true,
     };
   }
@@ -680,10 +681,7 @@ export class ZoneProduce {
     }
     const rewritten = this.learn(leaderId, info.apiVersion, state, response);
     if (!rewritten) return frame;
-    return withSizePrefix([
-      payload.subarray(0, headerLength),
-      encodeProduceResponse(response, info.apiVersion),
-    ]);
+    return encodeFrame(payload.subarray(0, headerLength), encodeProduceResponse(response, info.apiVersion));
   }
 
   /** Learns from the leader's answer; returns whether a partition's answer was changed. */
@@ -832,11 +830,4 @@ function oneBatch(records: Buffer | null): Buffer | undefined {
   } catch {
     return undefined;
   }
-}
-
-function withSizePrefix(parts: Buffer[]): Buffer {
-  const size = parts.reduce((n, p) => n + p.length, 0);
-  const prefix = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
-  prefix.writeInt32BE(size, 0);
-  return Buffer.concat([prefix, ...parts], size + FRAME_SIZE_PREFIX_BYTES);
 }
