@@ -111,7 +111,7 @@ function properties(entries: Record<string, string | number>): string {
  * A local KRaft cluster of stock Apache Kafka: one controller and brokers 1–3 (racks zone-a..c),
  * each with its own data and log directory, optionally each behind a walproxy sidecar.
  *
- * Listener wiring (ARCHITECTURE.md, topology; the rules are in topology-rules.ts, which the Helm
+ * Listener wiring (docs/architecture.md, "Topology"; the rules are in topology-rules.ts, which the Helm
  * chart's test checks too): CLIENT is bound on loopback and advertised at the sidecar's client ingress; the inter-broker REPLICATION listener is advertised at
  * localhost:<egress port of this broker>, so a follower's replica fetcher dials the egress, which
  * forwards to the leader's replication ingress. In this single-namespace layout one egress

@@ -175,7 +175,7 @@ export function mutateFrame(rng: Rng, frame: Buffer, from = 4): Mutated {
   return { bytes: framed(out), what };
 }
 
-// Magic v2 batch header fields (kafka-protocol.md §4).
+// Magic v2 batch header fields (docs/kafka-protocol.md, "Record batch v2").
 const FIELDS = {
   baseOffset: { at: 0, size: 8 },
   length: { at: 8, size: 4 },

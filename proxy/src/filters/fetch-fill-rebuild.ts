@@ -63,8 +63,9 @@ export function writePieces(out: Buffer, at: number, pieces: readonly Piece[]): 
 
 /**
  * Splices a partition's records back together in segment order, checking every batch as the
- * follower would before appending it (kafka-protocol.md §4), and stops at the first one that
- * cannot be delivered whole: what comes back is always a contiguous prefix of the leader's log.
+ * follower would before appending it (docs/kafka-protocol.md, "What a follower checks when it
+ * appends"), and stops at the first one that cannot be delivered whole: what comes back is always a
+ * contiguous prefix of the leader's log.
  */
 export function rebuild(
   records: Buffer,

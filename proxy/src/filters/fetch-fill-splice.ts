@@ -189,7 +189,8 @@ function reencode(
   for (const { partition, rebuilt } of edits) {
     const records = Buffer.allocUnsafe(rebuilt.length);
     writePieces(records, 0, rebuilt.pieces);
-    // Since 4.0 brokers write empty records, never null, for librdkafka's sake (kafka-protocol.md §1).
+    // Since 4.0 brokers write empty records, never null, for librdkafka's sake
+    // (docs/kafka-protocol.md, "Fetch responses").
     partition.records = records;
     const rest = partition.taggedFields?.filter((f) => f.tag !== PARTITION_SEGMENTS_TAG) ?? [];
     partition.taggedFields = rest.length === 0 ? undefined : rest;

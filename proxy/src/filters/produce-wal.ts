@@ -133,9 +133,9 @@ export interface ProduceWalStats {
 }
 
 /**
- * Leader side of the WAL (ARCHITECTURE.md, Produce): copies every record batch of WAL topics
- * into the open WAL object — zero-copy views of the request frame — and forwards the original
- * request bytes at once. Offsets are not needed to write the WAL: with acks=all the broker
+ * Leader side of the WAL (docs/architecture.md, "The WAL, leader side"): copies every record batch
+ * of WAL topics into the open WAL object — zero-copy views of the request frame — and forwards the
+ * original request bytes at once. Offsets are not needed to write the WAL: with acks=all the broker
  * answers only after followers replicated, and followers replicate through the WAL.
  *
  * Durable ack (per topic): the Produce response is held until every batch it acknowledges is

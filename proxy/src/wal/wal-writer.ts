@@ -1,4 +1,4 @@
-// The leader side's WAL builder (ARCHITECTURE.md, Produce steps 2–3; docs/wal-writer.md): packs
+// The leader side's WAL builder (docs/wal-writer.md; docs/architecture.md, "The WAL, leader side"): packs
 // produced batches of many partitions into WAL objects, seals them by size, linger or flush, and
 // uploads them with bounded concurrency, retries and a deadline. Each append gets a ticket whose
 // `durable` promise says when (and where) the batch is in the object store: the Produce path holds
