@@ -1,19 +1,23 @@
-// @walproxy/proxy's public surface: what runs a sidecar in process, opens a WAL store, and prices
-// and observes the WAL, as the e2e harness, its benchmarks and the operator-view tests use it
-// (the CLI, dist/cli/main.js, imports its modules directly). Everything else is internal: import
-// it by module path inside proxy/. The package exports only this entry ("." in package.json), so
-// a name e2e/ needs stays here rather than behind a deep import.
-
-// Running a sidecar in process (e2e/src/cluster/in-process-sidecars.ts, the capture tools).
+// @walproxy/proxy's public surface, what e2e/ imports from the package (the CLI, dist/cli/main.js,
+// imports its modules directly; deploy/test reaches proxy/src by path):
+// - running a sidecar in process: parseSidecarConfig, Sidecar, createLogger, FrameObserver, and
+//   the shape of its /counters (e2e/src/cluster/, the capture tools);
+// - the WAL store and objects: openObjectStore, WalWriter, parseWalObjectKey, the metadata topic's
+//   records (the wal tools' tests, the store benchmarks);
+// - what the WAL costs and saves: prices, economics, measured counters, the WAL defaults and the
+//   sealing policy's steady state (the cost benchmark, the demo);
+// - the operator view: alert rules and dashboard rows (e2e/test/operator-view.test.ts).
+// Everything else is internal: import it by module path inside proxy/. The package exports only
+// this entry ("." in package.json), so an internal name e2e/ uses stays here rather than behind a
+// deep import: FrameObserver/RequestInfo, groupPieces/WalPiece, encodeKey/resolveS3Signing,
+// saslAuthenticate/Secret, memoryBounds.
 export { parseSidecarConfig, type RawSidecarOptions, type SidecarConfig } from './config/sidecar-config.js';
-// What the WAL costs and saves (`walproxy cost`, the cost benchmark, the demo).
 export { countersFromScrapes } from './cost/counters-source.js';
 export { type ClusterLayout, DEFAULT_CPU, objectEconomics } from './cost/economics.js';
 export { type MeasuredCost, type MeasuredCounters, priceMeasured } from './cost/measured.js';
 export { DEFAULT_PRICES, type PriceTable } from './cost/prices.js';
 export { createLogger, type Logger } from './log.js';
 export { type MemoryBounds, memoryBounds } from './memory-budget.js';
-// The metadata topic and the SASL login the sidecar's own client uses (e2e security tests).
 export { Secret, saslAuthenticate } from './metadata/sasl-client.js';
 export {
   groupPieces,
@@ -21,9 +25,9 @@ export {
   type WalMetadataRecordV1,
   type WalPiece,
 } from './metadata/wal-metadata-publisher.js';
+export type { ListenerCounters } from './net/counters.js';
 export type { FrameObserver, RequestInfo } from './net/frame-filter.js';
 export { Sidecar } from './sidecar.js';
-// The WAL store and objects (the wal tools' tests, the store benchmarks).
 export {
   isObjectStoreError,
   type ObjectStore,
@@ -33,7 +37,6 @@ export {
 } from './store/index.js';
 export { encodeKey, resolveS3Signing, type S3Signing } from './store/s3-data-path.js';
 export type { TelemetryInit } from './telemetry/index.js';
-// The operator view: alert rules and dashboard, checked against a real Prometheus and Grafana.
 export {
   ALERTS,
   DASHBOARD_ROWS,

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { ListenerCounters } from '@walproxy/proxy';
 import type { ZoneNetwork } from '../net/zone-network.js';
 import {
   kafkaLibDir,
@@ -570,17 +571,6 @@ export function sidecarExtraEnv(spec: string | undefined): Record<string, string
     out[word.slice(0, eq)] = word.slice(eq + 1);
   }
   return out;
-}
-
-export interface ListenerCounters {
-  connectionsAccepted: number;
-  connectionsActive: number;
-  requests: Record<string, number>;
-  bytesFromDownstream: number;
-  bytesFromUpstream: number;
-  bytesToDownstream: number;
-  bytesToUpstream: number;
-  closedForProtocolError: number;
 }
 
 export interface SidecarCounters {

@@ -121,8 +121,9 @@ export function rebuild(
         for (const batch of recordBatches(bytes)) {
           if (batch.partial) {
             // The broker slices its log by bytes, so the last batch may be cut; the follower
-            // ignores it (§4) — but only at the very end: followed by more bytes it would
-            // swallow them into one corrupt batch.
+            // ignores it (docs/kafka-protocol.md, "What a follower checks when it appends") — but
+            // only at the very end: followed by more bytes it would swallow them into one corrupt
+            // batch.
             if (i !== segments.length - 1) {
               keepInline(bytes.subarray(0, at));
               return fail(
@@ -176,7 +177,8 @@ export function rebuild(
     if (batch.magic !== 2) {
       return fail('malformed', `batch at offset ${base} has magic ${batch.magic}`, base);
     }
-    // The follower's leader-epoch cache throws on −1 and the partition is marked failed (§4).
+    // The follower's leader-epoch cache throws on −1 and the partition is marked failed
+    // (docs/kafka-protocol.md, "What a follower checks when it appends").
     if (segment.partitionLeaderEpoch === -1) {
       return fail('malformed', `batch at offset ${base} has partition leader epoch -1`, base);
     }

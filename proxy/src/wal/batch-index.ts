@@ -1,15 +1,11 @@
 import { hash } from 'node:crypto';
-import { CRC_START, RECORD_BATCH_HEADER_SIZE, type RecordBatch } from '@walproxy/shared';
+import { CRC_START, RECORD_BATCH_HEADER_SIZE, RecordBatch } from '@walproxy/shared';
 import type { WalAppendTicket, WalLocation } from './wal-writer.js';
 
 /** Byte 17 of a batch is its CRC; 17..61 is everything the leader does not rewrite. */
 const STABLE_HEADER_START = CRC_START - 4;
 const STABLE_HEADER_SIZE = RECORD_BATCH_HEADER_SIZE - STABLE_HEADER_START;
 const DIGEST_SIZE = 32;
-// Producer state in the batch header (docs/kafka-protocol.md, "Record batch v2").
-const PRODUCER_ID = 43;
-const PRODUCER_EPOCH = 51;
-const BASE_SEQUENCE = 53;
 
 /** Entries per chunk at most: 16,384 × ~140 B ≈ 2.2 MB allocated at a time. */
 const MAX_CHUNK_ENTRIES = 16_384;
@@ -220,9 +216,11 @@ export class WalBatchIndex {
     chunk.position[i] = 0;
     chunk.verifiedOffset[i] = NOT_VERIFIED;
     chunk.verifiedEpoch[i] = 0;
-    const producerId = batch.readBigInt64BE(PRODUCER_ID);
-    const epoch = batch.readInt16BE(PRODUCER_EPOCH);
-    const baseSequence = batch.readInt32BE(BASE_SEQUENCE);
+    // Producer state from shared's view of the header, which owns the batch layout.
+    const view = new RecordBatch(batch, 0, batch.length);
+    const producerId = view.producerId;
+    const epoch = view.producerEpoch;
+    const baseSequence = view.baseSequence;
     chunk.producerId[i] = producerId;
     chunk.producerEpoch[i] = epoch;
     chunk.baseSequence[i] = baseSequence;
