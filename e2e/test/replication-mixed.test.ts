@@ -10,7 +10,7 @@ const PARTITIONS = 2;
 /** Rounds written to the compacted topic, one batch per partition each, a segment apart. */
 const COMPACTED_ROUNDS = 8;
 const SEGMENT_MS = 300;
-/** Batch attributes (kafka-protocol.md §4): compression codec bits and the timestamp type bit. */
+/** Batch attributes (docs/kafka-protocol.md, "Record batch v2"): codec bits, timestamp type bit. */
 const COMPRESSION_MASK = 0x07;
 const GZIP = 1;
 

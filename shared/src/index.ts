@@ -11,6 +11,7 @@ export * from './messages/produce.js';
 export * from './protocol/api-keys.js';
 export * from './protocol/error-codes.js';
 export * from './protocol/errors.js';
+export * from './protocol/frame.js';
 export * from './protocol/headers.js';
 export * from './protocol/reader.js';
 export * from './protocol/writer.js';

@@ -5,6 +5,7 @@ import {
   ApiKey,
   decodeMetadataResponse,
   decodeResponseHeader,
+  encodeFrame,
   encodeMetadataRequest,
   encodeRequestHeader,
   responseHeaderVersion,
@@ -110,9 +111,7 @@ export function requestFrame(
   clientId = 'walproxy-e2e-raw',
 ): Buffer {
   const header = encodeRequestHeader({ apiKey, apiVersion, correlationId, clientId });
-  const size = Buffer.alloc(4);
-  size.writeInt32BE(header.length + body.length, 0);
-  return Buffer.concat([size, header, body]);
+  return encodeFrame(header, body);
 }
 
 /**

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { ListenerCounters } from '@walproxy/proxy';
 import type { ZoneNetwork } from '../net/zone-network.js';
 import {
   kafkaLibDir,
@@ -111,7 +112,7 @@ function properties(entries: Record<string, string | number>): string {
  * A local KRaft cluster of stock Apache Kafka: one controller and brokers 1–3 (racks zone-a..c),
  * each with its own data and log directory, optionally each behind a walproxy sidecar.
  *
- * Listener wiring (ARCHITECTURE.md, topology; the rules are in topology-rules.ts, which the Helm
+ * Listener wiring (docs/architecture.md, "Topology"; the rules are in topology-rules.ts, which the Helm
  * chart's test checks too): CLIENT is bound on loopback and advertised at the sidecar's client ingress; the inter-broker REPLICATION listener is advertised at
  * localhost:<egress port of this broker>, so a follower's replica fetcher dials the egress, which
  * forwards to the leader's replication ingress. In this single-namespace layout one egress
@@ -570,17 +571,6 @@ export function sidecarExtraEnv(spec: string | undefined): Record<string, string
     out[word.slice(0, eq)] = word.slice(eq + 1);
   }
   return out;
-}
-
-export interface ListenerCounters {
-  connectionsAccepted: number;
-  connectionsActive: number;
-  requests: Record<string, number>;
-  bytesFromDownstream: number;
-  bytesFromUpstream: number;
-  bytesToDownstream: number;
-  bytesToUpstream: number;
-  closedForProtocolError: number;
 }
 
 export interface SidecarCounters {

@@ -1,5 +1,5 @@
 /**
- * The wiring rules of the sidecar topology (ARCHITECTURE.md, "Topology"; docs/architecture.md), in
+ * The wiring rules of the sidecar topology (docs/architecture.md, "Topology"), in
  * one pure module that both the e2e harness (`kafka-cluster.ts`) and the Helm chart's test
  * (`deploy/test/chart-topology.test.ts`) follow, so the chart cannot drift from what the e2e suite
  * runs.

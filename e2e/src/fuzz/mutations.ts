@@ -5,7 +5,7 @@
 // failure names both and reruns alone:
 //   WALPROXY_FUZZ_SEED=<seed> WALPROXY_FUZZ_CASE=<index> npx vitest run --project unit <file>
 // WALPROXY_FUZZ_CASES multiplies every file's case count (e.g. 10 for a long run).
-import { CRC_START, crc32c } from '@walproxy/shared';
+import { CRC_START, crc32c, encodeFrame } from '@walproxy/shared';
 
 /** The seed every file starts from; any 32-bit value. */
 export const FUZZ_SEED = parseSeed(process.env.WALPROXY_FUZZ_SEED);
@@ -175,7 +175,7 @@ export function mutateFrame(rng: Rng, frame: Buffer, from = 4): Mutated {
   return { bytes: framed(out), what };
 }
 
-// Magic v2 batch header fields (kafka-protocol.md §4).
+// Magic v2 batch header fields (docs/kafka-protocol.md, "Record batch v2").
 const FIELDS = {
   baseOffset: { at: 0, size: 8 },
   length: { at: 8, size: 4 },
@@ -305,10 +305,7 @@ export function plain(value: unknown): unknown {
 
 /** `payload` with its 4-byte size prefix. */
 export function framed(payload: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(4 + payload.length);
-  out.writeInt32BE(payload.length, 0);
-  payload.copy(out, 4);
-  return out;
+  return encodeFrame(payload);
 }
 
 /**

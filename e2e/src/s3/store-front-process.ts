@@ -114,8 +114,8 @@ const Z99 = 2.3263478740408408;
 
 /**
  * The published S3 Express One Zone figures: AWS promises "consistent single-digit millisecond
- * first-byte latency"; a read benchmark (nixiesearch, second-hand, see
- * /work/shared/reference/s3-express.md) gives p50 ≈ 3 ms, p95 ≈ 8 ms, p99 ≈ 15 ms for objects
+ * first-byte latency"; a read benchmark (nixiesearch, second-hand; docs/object-store.md, "The
+ * store front") gives p50 ≈ 3 ms, p95 ≈ 8 ms, p99 ≈ 15 ms for objects
  * under 1 MB.
  */
 export const S3_EXPRESS_FIRST_BYTE_MS = { p50: 3, p95: 8, p99: 15 } as const;

@@ -6,6 +6,7 @@ import { type ClusterLayout, DEFAULT_CPU, objectEconomics, SECONDS_PER_MONTH } f
 import { type MeasuredCost, type MeasuredCounters, priceMeasured } from '../cost/measured.js';
 import { type CostInputs, type CostResult, computeCost } from '../cost/model.js';
 import { DEFAULT_PRICES, mergePrices, type PriceTable } from '../cost/prices.js';
+import { WAL_DEFAULTS } from '../wal/defaults.js';
 import {
   LATENCY_BUDGET_LIMITS,
   SEALING_DEFAULTS,
@@ -45,12 +46,13 @@ export function costOptions<T>(yargs: Argv<T>): Argv<T> {
     .option('linger-ms', {
       type: 'string',
       describe: 'the sidecar seals an object at most this long after its first batch (--wal-linger-ms)',
-      default: '10',
+      // A default sidecar's: the default budget's linger.
+      default: String(WAL_DEFAULTS.lingerMs),
     })
     .option('object-bytes', {
       type: 'string',
       describe: 'target object size (--wal-target-bytes): 400000, 400KB, 1MiB',
-      default: '400000',
+      default: String(WAL_DEFAULTS.objectBytes),
     })
     .option('brokers', {
       type: 'string',

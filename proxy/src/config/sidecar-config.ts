@@ -6,6 +6,7 @@ import { MIN_MEMORY_LIMIT_BYTES } from '../memory-budget.js';
 import type { HostPort } from '../net/proxy-listener.js';
 import type { ObjectStoreOptions } from '../store/index.js';
 import { parseTopicConfig, type TopicRule, type TopicSettings } from '../topics/topic-policy.js';
+import { WAL_DEFAULTS } from '../wal/defaults.js';
 import { WAL_WRITER_DEFAULTS, WAL_WRITER_LIMITS } from '../wal/index.js';
 import { PEER_STORE_DEFAULTS } from '../wal/peer-store-readers.js';
 import { LATENCY_BUDGET_LIMITS, SEALING_DEFAULTS } from '../wal/sealing-policy.js';
@@ -147,10 +148,9 @@ export const SIDECAR_DEFAULTS = {
   'drain-timeout-ms': 10_000,
   'fence-on-stop': 'true',
   'log-level': 'info',
-  // Past 1 MB an object saves < 3 % more of the stock cost (docs/cost.md); the budget seals
-  // smaller ones at lower rates.
-  'wal-target-bytes': SEALING_DEFAULTS.maxObjectBytes,
-  'wal-latency-budget-ms': SEALING_DEFAULTS.latencyBudgetMs,
+  // The WAL's shape, each value with its reason, in one place (wal/defaults.ts).
+  'wal-target-bytes': WAL_DEFAULTS.objectBytes,
+  'wal-latency-budget-ms': WAL_DEFAULTS.latencyBudgetMs,
   'cost-replication-factor': 3,
   'cost-zones': 3,
   'wal-mode-exit-after-ms': SEALING_DEFAULTS.exitAfterMs,

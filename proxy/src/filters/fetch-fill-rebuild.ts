@@ -63,8 +63,9 @@ export function writePieces(out: Buffer, at: number, pieces: readonly Piece[]): 
 
 /**
  * Splices a partition's records back together in segment order, checking every batch as the
- * follower would before appending it (kafka-protocol.md §4), and stops at the first one that
- * cannot be delivered whole: what comes back is always a contiguous prefix of the leader's log.
+ * follower would before appending it (docs/kafka-protocol.md, "What a follower checks when it
+ * appends"), and stops at the first one that cannot be delivered whole: what comes back is always a
+ * contiguous prefix of the leader's log.
  */
 export function rebuild(
   records: Buffer,
@@ -120,8 +121,9 @@ export function rebuild(
         for (const batch of recordBatches(bytes)) {
           if (batch.partial) {
             // The broker slices its log by bytes, so the last batch may be cut; the follower
-            // ignores it (§4) — but only at the very end: followed by more bytes it would
-            // swallow them into one corrupt batch.
+            // ignores it (docs/kafka-protocol.md, "What a follower checks when it appends") — but
+            // only at the very end: followed by more bytes it would swallow them into one corrupt
+            // batch.
             if (i !== segments.length - 1) {
               keepInline(bytes.subarray(0, at));
               return fail(
@@ -175,7 +177,8 @@ export function rebuild(
     if (batch.magic !== 2) {
       return fail('malformed', `batch at offset ${base} has magic ${batch.magic}`, base);
     }
-    // The follower's leader-epoch cache throws on −1 and the partition is marked failed (§4).
+    // The follower's leader-epoch cache throws on −1 and the partition is marked failed
+    // (docs/kafka-protocol.md, "What a follower checks when it appends").
     if (segment.partitionLeaderEpoch === -1) {
       return fail('malformed', `batch at offset ${base} has partition leader epoch -1`, base);
     }

@@ -4,6 +4,7 @@
 // where the decoded views say where the fields lie, re-encoded through the codec otherwise.
 import {
   encodeFetchResponse,
+  encodeFrame,
   type FetchResponse,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
@@ -14,14 +15,6 @@ import {
 } from '@walproxy/shared';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import { type Rebuilt, writePieces } from './fetch-fill-rebuild.js';
-
-export function frameOf(header: Buffer, body: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + header.length + body.length);
-  out.writeInt32BE(header.length + body.length, 0);
-  header.copy(out, FRAME_SIZE_PREFIX_BYTES);
-  body.copy(out, FRAME_SIZE_PREFIX_BYTES + header.length);
-  return out;
-}
 
 function uvarintBytes(value: number): Buffer {
   const w = new Writer(undefined, 5);
@@ -196,7 +189,8 @@ function reencode(
   for (const { partition, rebuilt } of edits) {
     const records = Buffer.allocUnsafe(rebuilt.length);
     writePieces(records, 0, rebuilt.pieces);
-    // Since 4.0 brokers write empty records, never null, for librdkafka's sake (kafka-protocol.md §1).
+    // Since 4.0 brokers write empty records, never null, for librdkafka's sake
+    // (docs/kafka-protocol.md, "Fetch responses").
     partition.records = records;
     const rest = partition.taggedFields?.filter((f) => f.tag !== PARTITION_SEGMENTS_TAG) ?? [];
     partition.taggedFields = rest.length === 0 ? undefined : rest;
@@ -204,5 +198,5 @@ function reencode(
   const rest = response.taggedFields?.filter((f) => f.tag !== WAL_TRACE_TAG) ?? [];
   response.taggedFields = rest.length === 0 ? undefined : rest;
   const header = frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength);
-  return frameOf(header, encodeFetchResponse(response, version));
+  return encodeFrame(header, encodeFetchResponse(response, version));
 }

@@ -1,4 +1,4 @@
-// Follower side of replication through the object store (ARCHITECTURE.md, Replication 3), on the
+// Follower side of replication through the object store (docs/replication-follower.md), on the
 // egress listener: the follower broker's replica fetcher → this sidecar → the leader's sidecar.
 // Requests are marked with the capability tag, so the leader side may answer with references;
 // references in the answer are filled back into record batches from the WAL objects, so the stock
@@ -28,6 +28,7 @@ import {
   decodeWalTrace,
   encodeFetchCapability,
   encodeFetchRequest,
+  encodeFrame,
   FETCH_CAPABILITY_TAG,
   type FetchRequestTopic,
   type FetchResponse,
@@ -58,7 +59,7 @@ import {
   pendingKey,
 } from './fetch-fill-pending.js';
 import { messageOf, type Rebuilt, rebuild } from './fetch-fill-rebuild.js';
-import { type Edit, frameOf, rebuildFrame } from './fetch-fill-splice.js';
+import { type Edit, rebuildFrame } from './fetch-fill-splice.js';
 import { type FillReader, FillStoreReads, type ObjectReads, storeAndKey } from './fetch-fill-store-reads.js';
 
 export {
@@ -77,9 +78,10 @@ export {
 } from './fetch-fill-store-reads.js';
 
 /**
- * Fetch versions this filter marks and fills: the flexible ones (v12+, which have tag buffers)
- * up to the newest walproxy decodes. A KRaft follower always fetches with one of them
- * (kafka-protocol.md §3); any other version passes untouched, unknown future ones included.
+ * Fetch versions this filter marks and fills: the flexible ones (v12+, which have tag buffers) up
+ * to the newest walproxy decodes. A KRaft follower always fetches with one of them
+ * (docs/kafka-protocol.md, "A KRaft follower's Fetch version"); any other version passes untouched,
+ * unknown future ones included.
  */
 export const FETCH_FILL_VERSIONS = { min: 12, max: 18 } as const;
 
@@ -161,12 +163,13 @@ function fillable(version: number): boolean {
  * backs off; every partition of the answer that holds a segment list gets its records rebuilt,
  * and loses the tag.
  *
- * Never a gap, never a changed byte (ARCHITECTURE.md Replication 3.2): a stock follower accepts a
- * gap, so a batch that cannot be rebuilt — or whose object has not come by the fill deadline —
- * ends its partition's records at the last good batch, and the following requests ask the leader
- * side to send that partition inline from the first missing batch — until an answer delivers the
- * partition, or FETCH_FILL_PENDING_TTL_MS passes, so no follower re-fetches one offset forever.
- * Partitions, errors, offsets, session and topic ids are left exactly as the broker wrote them.
+ * Never a gap, never a changed byte (docs/replication-follower.md, "The fallback rule"): a stock
+ * follower accepts a gap, so a batch that cannot be rebuilt — or whose object has not come by the
+ * fill deadline — ends its partition's records at the last good batch, and the following requests
+ * ask the leader side to send that partition inline from the first missing batch — until an answer
+ * delivers the partition, or FETCH_FILL_PENDING_TTL_MS passes, so no follower re-fetches one offset
+ * forever. Partitions, errors, offsets, session and topic ids are left exactly as the broker wrote
+ * them.
  */
 export class FetchFillFilter implements FrameFilter {
   readonly apiKeys: ReadonlySet<number> = new Set<number>([ApiKey.Fetch]);
@@ -261,7 +264,7 @@ export class FetchFillFilter implements FrameFilter {
     this.stats.requestsMarked++;
     return {
       action: 'forward',
-      frame: frameOf(payload.subarray(0, header.headerLength), body),
+      frame: encodeFrame(payload.subarray(0, header.headerLength), body),
       expectResponse: true,
     };
   }

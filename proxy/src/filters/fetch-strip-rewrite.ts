@@ -5,6 +5,7 @@
 import { channel } from 'node:diagnostics_channel';
 import {
   encodeFetchResponse,
+  encodeFrame,
   encodePartitionSegments,
   encodeWalTrace,
   type FetchResponse,
@@ -116,7 +117,7 @@ export function rewriteResponse(
   ctx.stats.responsesRewritten++;
   carryTraceContext(ctx.log, response, tally.objectKeys);
   const body = encodeFetchResponse(response, version);
-  return frameOf(frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength), body);
+  return encodeFrame(frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength), body);
 }
 
 /**
@@ -141,12 +142,4 @@ function carryTraceContext(log: Logger, response: FetchResponse, objectKeys: rea
     ...(response.taggedFields ?? []).filter((t) => t.tag !== WAL_TRACE_TAG),
     { tag: WAL_TRACE_TAG, data },
   ].sort((a, b) => a.tag - b.tag);
-}
-
-function frameOf(header: Buffer, body: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + header.length + body.length);
-  out.writeInt32BE(header.length + body.length, 0);
-  header.copy(out, FRAME_SIZE_PREFIX_BYTES);
-  body.copy(out, FRAME_SIZE_PREFIX_BYTES + header.length);
-  return out;
 }

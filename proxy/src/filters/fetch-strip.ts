@@ -53,7 +53,7 @@ const DIGEST_WARNING_INTERVAL_MS = 60_000;
 /**
  * Fetch versions the leader side rewrites: v12 is the first flexible one (tagged fields), v18 the
  * newest replica fetch (4.1+). A KRaft follower always fetches with a flexible, topic-id version
- * fixed by metadata.version (kafka-protocol.md §3).
+ * fixed by metadata.version (docs/kafka-protocol.md, "A KRaft follower's Fetch version").
  */
 export const FETCH_STRIP_VERSIONS = { min: 12, max: 18 } as const;
 
@@ -67,16 +67,16 @@ interface MarkedRequest {
 }
 
 /**
- * Leader side of replication through the WAL (ARCHITECTURE.md, Replication 2), on the
- * replication ingress. Only a Fetch that the follower's sidecar marked with the capability tag
- * gets references; a stock follower that reaches the broker without walproxy gets the stock
- * response. In a marked response, each batch whose exact bytes are stored in a WAL object
+ * Leader side of replication through the WAL (docs/architecture.md, "Replication through the WAL",
+ * step 2), on the replication ingress. Only a Fetch that the follower's sidecar marked with the
+ * capability tag gets references; a stock follower that reaches the broker without walproxy gets
+ * the stock response. In a marked response, each batch whose exact bytes are stored in a WAL object
  * becomes a reference (its 61-byte header as the leader stored it + object, position, length);
- * everything else stays inline, in order. A batch still uploading holds the response at most
- * the smallest max.hold.ms of the topics the response carries records of (`maxHoldMs` for topics
+ * everything else stays inline, in order. A batch still uploading holds the response at most the
+ * smallest max.hold.ms of the topics the response carries records of (`maxHoldMs` for topics
  * without their own), then goes inline: a slow store costs bytes, never availability. Partitions,
- * session ids, topic ids, errors, high watermark, log start offset and diverging epoch are
- * written back as the broker sent them.
+ * session ids, topic ids, errors, high watermark, log start offset and diverging epoch are written
+ * back as the broker sent them.
  */
 export class FetchStripFilter implements FrameFilter {
   readonly apiKeys = new Set<number>([ApiKey.Fetch]);

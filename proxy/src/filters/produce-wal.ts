@@ -7,6 +7,7 @@ import {
   decodeRequestHeader,
   decodeResponseHeader,
   ErrorCode,
+  encodeFrame,
   encodeProduceResponse,
   type ProduceRequest,
   type ProduceResponse,
@@ -132,9 +133,9 @@ export interface ProduceWalStats {
 }
 
 /**
- * Leader side of the WAL (ARCHITECTURE.md, Produce): copies every record batch of WAL topics
- * into the open WAL object — zero-copy views of the request frame — and forwards the original
- * request bytes at once. Offsets are not needed to write the WAL: with acks=all the broker
+ * Leader side of the WAL (docs/architecture.md, "The WAL, leader side"): copies every record batch
+ * of WAL topics into the open WAL object — zero-copy views of the request frame — and forwards the
+ * original request bytes at once. Offsets are not needed to write the WAL: with acks=all the broker
  * answers only after followers replicated, and followers replicate through the WAL.
  *
  * Durable ack (per topic): the Produce response is held until every batch it acknowledges is
@@ -504,11 +505,7 @@ export class ProduceWalFilter implements FrameFilter {
       'WAL upload failed; answering REQUEST_TIMED_OUT for batches the broker appended (durable ack): a non-idempotent retry duplicates them',
     );
     const body = encodeProduceResponse(response.body, info.apiVersion);
-    const out = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES + response.headerBytes.length + body.length);
-    out.writeInt32BE(response.headerBytes.length + body.length, 0);
-    response.headerBytes.copy(out, FRAME_SIZE_PREFIX_BYTES);
-    body.copy(out, FRAME_SIZE_PREFIX_BYTES + response.headerBytes.length);
-    return out;
+    return encodeFrame(response.headerBytes, body);
   }
 
   private publish(batch: PendingBatch, location: WalLocation, response: ProduceResponse): void {

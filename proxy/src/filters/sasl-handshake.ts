@@ -1,6 +1,5 @@
-import { encodeResponseHeader } from '@walproxy/shared';
+import { encodeFrame, encodeResponseHeader } from '@walproxy/shared';
 import { encodeSaslHandshakeResponse, SASL_HANDSHAKE } from '../metadata/sasl-messages.js';
-import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
 import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 
 const UNSUPPORTED_VERSION = 35;
@@ -37,13 +36,10 @@ export class SaslHandshakeFilter implements FrameFilter {
       { api: 'SaslHandshake v0' },
       'SaslHandshake v0 refused with UNSUPPORTED_VERSION: raw SASL tokens (before KIP-152) cannot pass the sidecar; the client must use SaslHandshake v1',
     );
-    const parts = [
+    const response = encodeFrame(
       encodeResponseHeader({ correlationId: info.correlationId }, 0),
       encodeSaslHandshakeResponse({ errorCode: UNSUPPORTED_VERSION, mechanisms: [] }, 0),
-    ];
-    const size = parts[0]!.length + parts[1]!.length;
-    const prefix = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
-    prefix.writeInt32BE(size, 0);
-    return { action: 'respond', response: Buffer.concat([prefix, ...parts], FRAME_SIZE_PREFIX_BYTES + size) };
+    );
+    return { action: 'respond', response };
   }
 }

@@ -1,5 +1,10 @@
 import net from 'node:net';
-import { decodeResponseHeader, encodeRequestHeader, responseHeaderVersion } from '@walproxy/shared';
+import {
+  decodeResponseHeader,
+  encodeFrame,
+  encodeRequestHeader,
+  responseHeaderVersion,
+} from '@walproxy/shared';
 import { FRAME_SIZE_PREFIX_BYTES, FrameDecoder } from '../net/frame-decoder.js';
 import type { HostPort } from '../net/proxy-listener.js';
 import { type SaslCredentials, saslAuthenticate } from './sasl-client.js';
@@ -80,11 +85,9 @@ class BrokerConnection {
     if (headerVersion === undefined) return Promise.reject(new Error(`unknown API key ${apiKey}`));
     const correlationId = this.nextCorrelationId++;
     const header = encodeRequestHeader({ apiKey, apiVersion, correlationId, clientId: this.clientId });
-    const size = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
-    size.writeInt32BE(header.length + body.length, 0);
     return new Promise((resolve, reject) => {
       this.waiting.push({ correlationId, headerVersion, resolve, reject });
-      this.socket.write(Buffer.concat([size, header, body]));
+      this.socket.write(encodeFrame(header, body));
     });
   }
 

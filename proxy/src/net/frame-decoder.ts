@@ -1,3 +1,5 @@
+import { FRAME_SIZE_PREFIX_BYTES } from '@walproxy/shared';
+
 /**
  * Splits a TCP byte stream into Kafka frames: a 4-byte big-endian size, then that many bytes.
  *
@@ -21,7 +23,8 @@ export class InvalidFrameSizeError extends Error {
   }
 }
 
-export const FRAME_SIZE_PREFIX_BYTES = 4;
+// Shared's framing (protocol/frame.ts) owns the size prefix; the proxy's frame readers take it from here.
+export { FRAME_SIZE_PREFIX_BYTES };
 
 export class FrameDecoder {
   private pending: Buffer[] = [];

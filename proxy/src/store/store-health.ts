@@ -1,4 +1,4 @@
-// Whether the WAL store can be used right now (ARCHITECTURE.md invariant 3: never less available
+// Whether the WAL store can be used right now (docs/operations.md, "The WAL store": never less available
 // than stock). The leader side copies produced batches into the WAL and holds follower fetches for
 // uploads only while the store is `healthy`; while it is `degraded` every batch replicates inline,
 // as stock Kafka would, and a background probe finds out when the store is back. The sidecar

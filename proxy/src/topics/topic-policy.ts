@@ -1,4 +1,5 @@
 import { LATENCY_BUDGET_TOPIC_KEY, parseLatencyBudgetMs } from '../wal/sealing-policy.js';
+import { WAL_WRITER_LIMITS } from '../wal/wal-writer-types.js';
 
 /**
  * Per-topic settings, chosen by name or glob (`--wal-topic`, `--topic-config`). Later rules win
@@ -51,8 +52,10 @@ type Parsed<T> = { value: T } | { error: string };
 
 /** Keys accepted by --topic-config, with how to parse each value. */
 export const TOPIC_CONFIG_KEYS = {
-  'linger.ms': (v: string) => parseBoundedInt(v, 0, 60_000),
-  'target.bytes': (v: string) => parseBoundedInt(v, 1024, 64 * 1024 * 1024),
+  'linger.ms': (v: string) =>
+    parseBoundedInt(v, WAL_WRITER_LIMITS.lingerMs.min, WAL_WRITER_LIMITS.lingerMs.max),
+  'target.bytes': (v: string) =>
+    parseBoundedInt(v, WAL_WRITER_LIMITS.targetBytes.min, WAL_WRITER_LIMITS.targetBytes.max),
   'durable.ack': (v: string) => parseBool(v),
   'max.hold.ms': (v: string) => parseBoundedInt(v, 0, 60_000),
   wal: (v: string) => parseBool(v),

@@ -1,15 +1,11 @@
 import { hash } from 'node:crypto';
-import { CRC_START, RECORD_BATCH_HEADER_SIZE, type RecordBatch } from '@walproxy/shared';
+import { CRC_START, RECORD_BATCH_HEADER_SIZE, RecordBatch } from '@walproxy/shared';
 import type { WalAppendTicket, WalLocation } from './wal-writer.js';
 
 /** Byte 17 of a batch is its CRC; 17..61 is everything the leader does not rewrite. */
 const STABLE_HEADER_START = CRC_START - 4;
 const STABLE_HEADER_SIZE = RECORD_BATCH_HEADER_SIZE - STABLE_HEADER_START;
 const DIGEST_SIZE = 32;
-// Producer state in the batch header (kafka-protocol.md §5).
-const PRODUCER_ID = 43;
-const PRODUCER_EPOCH = 51;
-const BASE_SEQUENCE = 53;
 
 /** Entries per chunk at most: 16,384 × ~140 B ≈ 2.2 MB allocated at a time. */
 const MAX_CHUNK_ENTRIES = 16_384;
@@ -132,13 +128,13 @@ interface ObjectRecord {
 
 /**
  * Finds, for a batch in a Fetch response (as the leader stored it), the produced batch the WAL
- * holds. The leader rewrites only the base offset and partition leader epoch of a batch it
- * accepts unchanged (kafka-protocol.md §5), neither of which the CRC covers; so a candidate is
- * a produced batch of the same partition, CRC and length whose header bytes 17..61 are the log
- * batch's. The CRC does not prove the records equal (CRC-32C is linear: two batches with the same
- * header can be made to collide), so a candidate is returned only when the SHA-256 of its records
- * equals the log batch's; otherwise the follower gets the broker's bytes inline. A batch the
- * broker recompressed or restamped (LogAppendTime) has another CRC and is simply not found.
+ * holds. The leader rewrites only the base offset and partition leader epoch of a batch it accepts
+ * unchanged (docs/kafka-protocol.md, "Record batch v2"), neither of which the CRC covers; so a
+ * candidate is a produced batch of the same partition, CRC and length whose header bytes 17..61 are
+ * the log batch's. The CRC does not prove the records equal (CRC-32C is linear: two batches with
+ * the same header can be made to collide), so a candidate is returned only when the SHA-256 of its
+ * records equals the log batch's; otherwise the follower gets the broker's bytes inline. A batch
+ * the broker recompressed or restamped (LogAppendTime) has another CRC and is simply not found.
  *
  * Memory (issue #12): entries are fixed-size records in a ring of typed-array chunks (~140 B an
  * entry, docs/benchmarks.md), found through two chained hash tables whose chains run newest to
@@ -220,9 +216,11 @@ export class WalBatchIndex {
     chunk.position[i] = 0;
     chunk.verifiedOffset[i] = NOT_VERIFIED;
     chunk.verifiedEpoch[i] = 0;
-    const producerId = batch.readBigInt64BE(PRODUCER_ID);
-    const epoch = batch.readInt16BE(PRODUCER_EPOCH);
-    const baseSequence = batch.readInt32BE(BASE_SEQUENCE);
+    // Producer state from shared's view of the header, which owns the batch layout.
+    const view = new RecordBatch(batch, 0, batch.length);
+    const producerId = view.producerId;
+    const epoch = view.producerEpoch;
+    const baseSequence = view.baseSequence;
     chunk.producerId[i] = producerId;
     chunk.producerEpoch[i] = epoch;
     chunk.baseSequence[i] = baseSequence;

@@ -1,10 +1,10 @@
-// Reads byte ranges of WAL objects for the follower side (ARCHITECTURE.md, Replication 3.1). One
-// leader's object holds batches of every partition it leads, and its followers fetch them all
-// (with RF=3 on 3 brokers, every follower fetches every partition), usually over more than one
-// Fetch: batches reach a follower as they are appended, and an object seals only after its linger.
-// So on a miss the reader GETs the whole object — one GET without a Range, which needs no object
-// size — and keeps it in a byte-bounded LRU cache: the next Fetch of the same object, from this
-// fetcher or another, is a hit, and the store bills one GET per object instead of one per span
+// Reads byte ranges of WAL objects for the follower side (docs/replication-follower.md, "The range
+// reader"). One leader's object holds batches of every partition it leads, and its followers fetch
+// them all (with RF=3 on 3 brokers, every follower fetches every partition), usually over more than
+// one Fetch: batches reach a follower as they are appended, and an object seals only after its
+// linger. So on a miss the reader GETs the whole object — one GET without a Range, which needs no
+// object size — and keeps it in a byte-bounded LRU cache: the next Fetch of the same object, from
+// this fetcher or another, is a hit, and the store bills one GET per object instead of one per span
 // asked. An object the references show to be larger than the whole-object bound is read in ranges
 // instead: only the bytes no cached span holds, merged with the spans next to them.
 import { channel } from 'node:diagnostics_channel';

@@ -9,38 +9,16 @@
 // requests cost (break-even); a smaller one is abandoned and its batches replicate inline. A group
 // whose objects would not pay replicates inline altogether, and switches back with hysteresis.
 import type { ObjectEconomics } from '../cost/economics.js';
+import { lingerFor, type StoreLatency, WAL_DEFAULTS } from './defaults.js';
 
 export type ReplicationMode = 'wal' | 'inline';
 
-/** How long the store takes, at the percentile the budget is held to. */
-export interface StoreLatency {
-  /** Seal → object stored. */
-  putMs: number;
-  /** A follower's GET of the object once the reference reaches it. */
-  getMs: number;
-}
-
 export const SEALING_DEFAULTS = {
-  /**
-   * Added acks=all latency a topic accepts from the WAL. 50 ms: an acks=all producer at linger.ms
-   * 5 typically sees tens of ms already, and at 10 MB/s per broker 50 ms leaves ~30 ms of linger,
-   * ~300 KB objects and ~74 % saved (docs/cost.md); 25 ms leaves 5 ms of linger and keeps groups
-   * below ~10 MB/s per broker inline.
-   */
-  latencyBudgetMs: 50,
-  /**
-   * S3 Express One Zone, objects under 1 MB: p50 ≈ 3 ms, p99 ≈ 15 ms (shared/reference/s3-express.md,
-   * "Update 2026-12-01", second-hand). A batch's added latency is its wait, the PUT and the GET;
-   * its p99 is near one call's p99 plus the other's p50 (both slow together is ~1 in 10,000).
-   */
-  storeLatency: { putMs: 15, getMs: 3 } satisfies StoreLatency,
-  /** Timers fire late by a few ms on a busy event loop. */
-  timerSlackMs: 2,
-  /**
-   * Past 1 MB an object saves < 3 % more of the stock cost (requests per byte), and the latency
-   * figures above are for objects under 1 MB.
-   */
-  maxObjectBytes: 1_000_000,
+  // The WAL's shape: one set for the writer, the policy, the flags and `walproxy cost` (defaults.ts).
+  latencyBudgetMs: WAL_DEFAULTS.latencyBudgetMs,
+  storeLatency: WAL_DEFAULTS.storeLatency,
+  timerSlackMs: WAL_DEFAULTS.timerSlackMs,
+  maxObjectBytes: WAL_DEFAULTS.objectBytes,
   /** Time constant of a group's rate and saving estimates. */
   rateWindowMs: 10_000,
   /**
@@ -82,15 +60,6 @@ export function parseLatencyBudgetMs(text: string): { value: number } | { error:
   return /^\d+$/.test(text) && n >= min && n <= max
     ? { value: n }
     : { error: `'${text}' is not a whole number of milliseconds from ${min} to ${max}` };
-}
-
-/** Longest an object of this budget may wait for more batches: 0 when the store alone takes the budget. */
-export function lingerFor(
-  budgetMs: number,
-  storeLatency: StoreLatency = SEALING_DEFAULTS.storeLatency,
-  timerSlackMs: number = SEALING_DEFAULTS.timerSlackMs,
-): number {
-  return Math.max(0, budgetMs - storeLatency.putMs - storeLatency.getMs - timerSlackMs);
 }
 
 export interface SealingPolicyOptions {

@@ -4,12 +4,15 @@
 import { WalFormatError } from '@walproxy/shared';
 import type { ObjectStore } from '../store/index.js';
 import type { StoreHealth } from '../store/store-health.js';
+import { WAL_DEFAULTS } from './defaults.js';
 import type { ProducerWaits } from './producer-waits.js';
 import type { SealingPolicy } from './sealing-policy.js';
 
 export const WAL_WRITER_DEFAULTS = {
-  targetBytes: 400_000,
-  lingerMs: 10,
+  // A writer's objects are a default sidecar's (defaults.ts): the sidecar passes its policy and
+  // --wal-target-bytes; a writer without a policy lingers the default budget's linger.
+  targetBytes: WAL_DEFAULTS.objectBytes,
+  lingerMs: WAL_DEFAULTS.lingerMs,
   maxUploadsInFlight: 4,
   uploadDeadlineMs: 5_000,
   retryBaseMs: 20,
@@ -84,7 +87,7 @@ export interface WalWriterOptions {
 export interface WalAppendOptions {
   /**
    * The topic's latency budget: batches of different budgets never share an object. With a
-   * policy it sets how long the object may wait (default SEALING_DEFAULTS.latencyBudgetMs).
+   * policy it sets how long the object may wait (default WAL_DEFAULTS.latencyBudgetMs).
    */
   budgetMs?: number | undefined;
   /** The batch's linger; with a policy, a cap on the budget's (a topic's deprecated `linger.ms`). */

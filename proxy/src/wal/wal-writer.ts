@@ -1,4 +1,4 @@
-// The leader side's WAL builder (ARCHITECTURE.md, Produce steps 2–3; docs/wal-writer.md): packs
+// The leader side's WAL builder (docs/wal-writer.md; docs/architecture.md, "The WAL, leader side"): packs
 // produced batches of many partitions into WAL objects, seals them by size, linger or flush, and
 // uploads them with bounded concurrency, retries and a deadline. Each append gets a ticket whose
 // `durable` promise says when (and where) the batch is in the object store: the Produce path holds
@@ -17,11 +17,12 @@ import {
   type WalSealEvent,
   type WalSealReason,
 } from './channels.js';
+import { WAL_DEFAULTS } from './defaults.js';
 import { type Deferred, deferred } from './deferred.js';
 import { WalWriteError, type WalWriteErrorKind } from './errors.js';
 import { assertValidKeyPrefix, newWalObjectKey } from './object-key.js';
 import type { ProducerWaits } from './producer-waits.js';
-import { SEALING_DEFAULTS, type SealingPolicy } from './sealing-policy.js';
+import type { SealingPolicy } from './sealing-policy.js';
 import { TentativeAppends } from './tentative-appends.js';
 import { type SealInput, type StoredObject, WalUploader } from './wal-uploader.js';
 import {
@@ -222,7 +223,7 @@ export class WalWriter {
       options.targetBytes === undefined ? this.#targetBytes : checkTargetBytes(options.targetBytes);
     const requiresStore = options.requiresStore === true;
     const policy = this.#policy;
-    const budgetMs = options.budgetMs ?? (policy ? SEALING_DEFAULTS.latencyBudgetMs : undefined);
+    const budgetMs = options.budgetMs ?? (policy ? WAL_DEFAULTS.latencyBudgetMs : undefined);
     if (budgetMs !== undefined) checkInteger(budgetMs, 'budgetMs', 1);
     if (policy === undefined || budgetMs === undefined) {
       return { group: budgetMs ?? NO_BUDGET, lingerMs: own ?? this.#lingerMs, targetBytes, requiresStore };

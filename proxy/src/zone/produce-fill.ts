@@ -6,6 +6,7 @@ import {
   decodeProduceRequest,
   decodeRequestHeader,
   ErrorCode,
+  encodeFrame,
   encodeProduceRequest,
   encodeProduceResponse,
   encodeResponseHeader,
@@ -213,7 +214,7 @@ export class ProduceFillFilter implements FrameFilter {
       filledBytes = bytes;
       return {
         action: 'forward',
-        frame: withSizePrefix([headerBytes, encodeProduceRequest(request, info.apiVersion)]),
+        frame: encodeFrame(headerBytes, encodeProduceRequest(request, info.apiVersion)),
         expectResponse: true,
       };
     } catch (error) {
@@ -324,12 +325,5 @@ function refusal(info: RequestInfo, request: ProduceRequest, why: string): Buffe
     { correlationId: info.correlationId },
     responseHeaderVersion(ApiKey.Produce, v)!,
   );
-  return withSizePrefix([header, body]);
-}
-
-function withSizePrefix(parts: Buffer[]): Buffer {
-  const size = parts.reduce((n, p) => n + p.length, 0);
-  const prefix = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
-  prefix.writeInt32BE(size, 0);
-  return Buffer.concat([prefix, ...parts], size + FRAME_SIZE_PREFIX_BYTES);
+  return encodeFrame(header, body);
 }

@@ -7,6 +7,7 @@ import {
   decodeRequestHeader,
   decodeResponseHeader,
   ErrorCode,
+  encodeFrame,
   encodeProduceReference,
   encodeProduceRequest,
   encodeProduceResponse,
@@ -406,7 +407,7 @@ export class ZoneProduce {
     this.stats.batchesReferenced += candidates.length;
     return {
       action: 'forward',
-      frame: withSizePrefix([headerBytes, encodeProduceRequest(request, info.apiVersion)]),
+      frame: encodeFrame(headerBytes, encodeProduceRequest(request, info.apiVersion)),
       expectResponse: true,
     };
   }
@@ -441,10 +442,7 @@ export class ZoneProduce {
     }
     const rewritten = this.learn(leaderId, info.apiVersion, state, response);
     if (!rewritten) return frame;
-    return withSizePrefix([
-      payload.subarray(0, headerLength),
-      encodeProduceResponse(response, info.apiVersion),
-    ]);
+    return encodeFrame(payload.subarray(0, headerLength), encodeProduceResponse(response, info.apiVersion));
   }
 
   /** Learns from the leader's answer; returns whether a partition's answer was changed. */
@@ -515,11 +513,4 @@ export class ZoneProduce {
     }
     return changed;
   }
-}
-
-function withSizePrefix(parts: Buffer[]): Buffer {
-  const size = parts.reduce((n, p) => n + p.length, 0);
-  const prefix = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
-  prefix.writeInt32BE(size, 0);
-  return Buffer.concat([prefix, ...parts], size + FRAME_SIZE_PREFIX_BYTES);
 }

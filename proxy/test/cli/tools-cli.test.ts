@@ -60,6 +60,7 @@ describe('walproxy operator commands', () => {
       'cost',
       '--throughput-mbps=20',
       '--linger-ms=50',
+      '--object-bytes=400KB',
       '--retention=10m',
       '--residual=0',
       '--proxy-cpu-seconds-per-gb=35.6',

@@ -493,7 +493,7 @@ describe('WalWriter uploads', () => {
     store.onPut = async (key) => {
       throw new ObjectStoreError('WALPROXY_ERR_STORE_ACCESS_DENIED', 'denied', { key });
     };
-    const writer = newWriter(store, { maxPendingBytes: 400_000 });
+    const writer = newWriter(store, { targetBytes: 400_000, maxPendingBytes: 400_000 });
 
     // When tickets fail by upload, by overload and by close, and none is observed
     append(writer, batchOf(300));

@@ -1,6 +1,6 @@
 // How walproxy's two sides talk through a stock Fetch exchange, in tagged fields that stock
 // brokers ignore (KIP-482: an unknown tag is kept raw and skipped). Tags 0-2 are Kafka's in these
-// structs (kafka-protocol.md §1); ours sit far above them.
+// structs (docs/kafka-protocol.md, "Fetch responses"); ours sit far above them.
 //
 // Fetch request, top-level tag FETCH_CAPABILITY_TAG (added by the follower's egress sidecar):
 //   Version int8 (= 3) — also the newest segment-list version the follower reads; a leader side
