@@ -4,6 +4,7 @@ import {
   decodeApiVersionsResponse,
   ErrorCode,
   encodeApiVersionsResponse,
+  encodeFrame,
   encodeResponseHeader,
 } from '@walproxy/shared';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
@@ -64,7 +65,7 @@ export class ApiVersionsFilter implements FrameFilter {
     );
     return {
       action: 'respond',
-      response: withSizePrefix([encodeResponseHeader({ correlationId: info.correlationId }, 0), body]),
+      response: encodeFrame(encodeResponseHeader({ correlationId: info.correlationId }, 0), body),
     };
   }
 
@@ -80,16 +81,9 @@ export class ApiVersionsFilter implements FrameFilter {
       }
     }
     if (!changed) return frame;
-    return withSizePrefix([
+    return encodeFrame(
       frame.subarray(FRAME_SIZE_PREFIX_BYTES, headerBytes),
       encodeApiVersionsResponse(response, info.apiVersion),
-    ]);
+    );
   }
-}
-
-function withSizePrefix(parts: Buffer[]): Buffer {
-  const size = parts.reduce((n, p) => n + p.length, 0);
-  const prefix = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
-  prefix.writeInt32BE(size, 0);
-  return Buffer.concat([prefix, ...parts], size + FRAME_SIZE_PREFIX_BYTES);
 }

@@ -13,6 +13,7 @@ import {
   encodeFetchRequest,
   encodeFetchResponse,
   encodeFindCoordinatorResponse,
+  encodeFrame,
   encodeMetadataResponse,
   encodeProduceResponse,
   fetchReplicaId,
@@ -236,10 +237,10 @@ export class ZoneRouteFilter implements FrameFilter {
     fetch.rackId = zone;
     this.stats.fetchRackIdsSet++;
     return {
-      frame: withSizePrefix([
+      frame: encodeFrame(
         frame.subarray(FRAME_SIZE_PREFIX_BYTES, bodyStart),
         encodeFetchRequest(fetch, info.apiVersion),
-      ]),
+      ),
     };
   }
 }
@@ -301,12 +302,5 @@ function rewriteResponse(
       break;
     }
   }
-  return encoded === undefined ? frame : withSizePrefix([header, encoded]);
-}
-
-function withSizePrefix(parts: Buffer[]): Buffer {
-  const size = parts.reduce((n, p) => n + p.length, 0);
-  const prefix = Buffer.allocUnsafe(FRAME_SIZE_PREFIX_BYTES);
-  prefix.writeInt32BE(size, 0);
-  return Buffer.concat([prefix, ...parts], size + FRAME_SIZE_PREFIX_BYTES);
+  return encoded === undefined ? frame : encodeFrame(header, encoded);
 }
