@@ -144,11 +144,17 @@ export class Sidecar {
                 }),
                 sealing: () => wal.sealing.stats(Date.now()),
                 cost: () => this.priceOwnCounters(),
+                partitions: () => wal.topicNames.partitions,
               },
             }
           : {}),
         ...(storeHealth ? { store: () => ({ usable: storeHealth.usable }) } : {}),
         memoryLimitBytes: this.memory.limitBytes,
+        tls: () =>
+          this.tlsMaterials.map((m) => {
+            const { cert, ca } = m.snapshot;
+            return { name: m.name, ...(cert ? { cert } : {}), ...(ca ? { ca } : {}) };
+          }),
       },
     };
     if (config.adminListen) {
