@@ -101,6 +101,7 @@ describe('walproxy operator commands', () => {
     const ok = await run([
       'cost',
       '--throughput-mbps=20',
+      '--mode=wal',
       '--linger-ms=50',
       '--retention=10m',
       '--residual=0',
@@ -117,6 +118,18 @@ describe('walproxy operator commands', () => {
       "walproxy cost: --throughput-mbps: 'fast' is not a number from 0 to 1000000000",
       "walproxy cost: --zones: '0' is not a whole number from 1 to 32",
     ]);
+  });
+
+  it('cost: a default sidecar at 0.05 MB/s over 3 brokers costs nothing extra (the issue printed EXTRA $921.01)', async () => {
+    const result = await run(['cost', '--throughput-mbps', '0.05', '--brokers', '3']);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).not.toContain('EXTRA cost per month');
+    expect(result.stdout).toMatch(/^saved per month: \$0\.00 \(0\.0 %\)/m);
+    expect(result.stdout).toMatch(/→ INLINE \(stock replication\)/);
+    // The forced-WAL figure beside it says what mode=wal would cost at that rate
+    expect(result.stdout).toMatch(
+      /^forced through the WAL \(mode=wal, linger 30 ms, objects of 500 B\): .*EXTRA cost/m,
+    );
   });
 
   it('version prints the package version', async () => {
