@@ -3,7 +3,6 @@
 // they cost nothing per message); distributions (sizes, durations) are recorded from the
 // diagnostics-channel events. Attributes are low-cardinality: listener names, reasons, outcomes,
 // API names — never topics, partitions or object keys.
-import { X509Certificate } from 'node:crypto';
 import type { Attributes, Histogram, Meter, ObservableResult } from '@opentelemetry/api';
 import type { FetchFillEvent } from '../filters/fetch-fill.js';
 import type { FetchStripEvent } from '../filters/fetch-strip.js';
@@ -231,28 +230,6 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     r.observe(process.memoryUsage.rss()),
   );
 
-  const tls = sources.tls;
-  if (tls) {
-    // Peers refuse an expired certificate: replication over mutual TLS stops when either side's does.
-    gauge(
-      'walproxy.tls.certificate.expiry.seconds',
-      's',
-      'Seconds until the earliest certificate of a loaded TLS file expires (negative: expired), by tls (the identity: client ingress, replication ingress, peer client, zone ingress, metadata client) and file (cert: the certificate and its chain; ca: the CA bundle that verifies peers)',
-      (r) => {
-        const now = Date.now();
-        for (const { name, cert, ca } of tls()) {
-          for (const [file, pem] of [
-            ['cert', cert],
-            ['ca', ca],
-          ] as const) {
-            const notAfter = pem ? earliestNotAfterMs(pem) : undefined;
-            if (notAfter !== undefined) r.observe((notAfter - now) / 1000, { tls: name, file });
-          }
-        }
-      },
-    );
-  }
-
   const store = sources.store;
   if (store) {
     gauge(
@@ -360,19 +337,6 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     'Follower side: partitions asking the leader side for inline bytes now',
     (r) => r.observe(wal.fetchFill().pendingInline),
   );
-
-  const partitions = wal.partitions;
-  if (partitions) {
-    gauge(
-      'walproxy.partitions.under_replicated',
-      '{partition}',
-      "Partitions this sidecar's broker leads whose ISR is smaller than their replica set, as its Metadata said at the last topic-id refresh (every 30 s): Kafka's UnderReplicatedPartitions; none before the first refresh",
-      (r) => {
-        const p = partitions();
-        if (p) r.observe(p.underReplicated);
-      },
-    );
-  }
 
   counter('walproxy.produce.requests', '{request}', 'Produce requests with batches copied to the WAL', (r) =>
     r.observe(wal.produce().requestsCopied),
@@ -613,25 +577,4 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
 
 function snakeCase(name: string): string {
   return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-}
-
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
-/** Per PEM buffer (a snapshot's bytes never change; a reload brings new ones). */
-const notAfterByPem = new WeakMap<Buffer, number | undefined>();
-
-/** The earliest notAfter (epoch ms) of the certificates in a PEM file; undefined when none parses. */
-export function earliestNotAfterMs(pem: Buffer): number | undefined {
-  if (notAfterByPem.has(pem)) return notAfterByPem.get(pem);
-  let earliest: number | undefined;
-  for (const block of pem.toString('utf8').match(PEM_CERTIFICATE) ?? []) {
-    let notAfter: number;
-    try {
-      notAfter = Date.parse(new X509Certificate(block).validTo);
-    } catch {
-      continue;
-    }
-    if (earliest === undefined || notAfter < earliest) earliest = notAfter;
-  }
-  notAfterByPem.set(pem, earliest);
-  return earliest;
 }

@@ -91,9 +91,9 @@ function hasPromtool(): boolean {
   }
 }
 
-/** The instrument names of ../../src/telemetry/metrics.ts and liveness.ts, in their Prometheus spelling. */
+/** The instrument names of ../../src/telemetry/metrics.ts, liveness.ts and replication-health.ts, in their Prometheus spelling. */
 function declaredMetrics(): Set<string> {
-  const text = ['metrics.ts', 'liveness.ts']
+  const text = ['metrics.ts', 'liveness.ts', 'replication-health.ts']
     .map((file) => readFileSync(path.join(repoRoot, 'proxy/src/telemetry', file), 'utf8'))
     .join('\n');
   return new Set([...text.matchAll(/'(walproxy\.[a-z0-9_.]+)'/g)].map((m) => m[1]!.replaceAll('.', '_')));

@@ -12,7 +12,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { issueCert, makeCa, removeDir, tempDir } from '../../../e2e/src/tls/certs.js';
 import type { PartitionHealth } from '../../src/metadata/partition-health.js';
 import { Telemetry, type TelemetrySources } from '../../src/telemetry/index.js';
-import { earliestNotAfterMs } from '../../src/telemetry/metrics.js';
+import { earliestNotAfterMs } from '../../src/telemetry/replication-health.js';
 import { fakeSources, silentLog } from './fixtures.js';
 
 const DAY_S = 86_400;
