@@ -42,6 +42,7 @@ export {
   DASHBOARD_ROWS,
   EXTERNAL_METRICS,
   metricsIn,
+  OPTIONAL_METRICS,
   PENDING_METRICS,
   prometheusRulesYaml,
 } from './telemetry/index.js';

@@ -145,12 +145,18 @@ export class Sidecar {
                 }),
                 sealing: () => wal.sealing.stats(Date.now()),
                 cost: () => this.priceOwnCounters(),
+                partitions: () => wal.topicNames.partitions,
               },
             }
           : {}),
         ...(storeHealth ? { store: () => ({ usable: storeHealth.usable }) } : {}),
         memoryLimitBytes: this.memory.limitBytes,
         ...(zoneRouting ? { zone: () => zoneRouting.stats } : {}),
+        tls: () =>
+          this.tlsMaterials.map((m) => {
+            const { cert, ca } = m.snapshot;
+            return { name: m.name, ...(cert ? { cert } : {}), ...(ca ? { ca } : {}) };
+          }),
       },
     };
     if (config.adminListen) {

@@ -174,7 +174,10 @@ export function createWalParts(
   const { sasl, tls } = wal.metadata;
   // Topic ids come from the local broker's loopback listener, the one the client ingress forwards
   // to: it speaks no TLS (the sidecar terminates it), but is SASL_PLAINTEXT on a SASL cluster.
-  const topicNames = new TopicNames(config.clientUpstream, log, sasl ? { sasl } : {});
+  const topicNames = new TopicNames(config.clientUpstream, log, {
+    brokerId: config.brokerId,
+    ...(sasl ? { sasl } : {}),
+  });
   const publisher = new WalMetadataPublisher({
     ...(sasl ? { sasl } : {}),
     // kafkajs copies these options into tls.connect at every connect, so the getter hands out

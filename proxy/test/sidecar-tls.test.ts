@@ -54,7 +54,12 @@ describe('Sidecar with TLS from flags', () => {
   it('serves TLS clients, and replicates over mutual TLS between egress and replication ingress', async () => {
     const broker = await startEchoBroker();
     const brokerPort = broker.port;
-    const [clientPort, replicationPort, egressBase] = [await freePort(), await freePort(), await freePort()];
+    const [clientPort, replicationPort, egressBase, adminPort] = [
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+    ];
     const parsed = parseSidecarConfig({
       'broker-id': '1',
       'client-listen': `127.0.0.1:${clientPort}`,
@@ -70,7 +75,7 @@ describe('Sidecar with TLS from flags', () => {
       'egress-listen-base': String(egressBase - 2),
       'peer-address': [`2=127.0.0.1:${replicationPort}`],
       'peer-tls-server-name': 'kafka-{id}.kafka-headless',
-      'admin-listen': 'off',
+      'admin-listen': `127.0.0.1:${adminPort}`,
     });
     if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
     const sidecar = new Sidecar(parsed.config, createLogger('silent'));
@@ -93,6 +98,20 @@ describe('Sidecar with TLS from flags', () => {
       const replication = sidecar.listeners.find((l) => l.options.name === 'replication')!;
       expect(replication.counters.tlsHandshakeFailures).toBe(1);
       expect(sidecar.tlsMaterials).toHaveLength(3);
+      // Each loaded identity's files on /metrics with the seconds until they expire (30-day certificates)
+      const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+      const expiry = [...metrics.matchAll(/^walproxy_tls_certificate_expiry_seconds\{([^}]*)\} (\S+)/gm)].map(
+        (m) => [m[1]!.replace(/,?otel_scope_[a-z_]+="[^"]*"/g, ''), Number(m[2])] as const,
+      );
+      expect(expiry.map(([labels]) => labels).sort()).toEqual([
+        'tls="client ingress",file="cert"',
+        // The egress presents the replication ingress's certificate (inherited files)
+        'tls="peer client",file="ca"',
+        'tls="peer client",file="cert"',
+        'tls="replication ingress",file="ca"',
+        'tls="replication ingress",file="cert"',
+      ]);
+      for (const [labels, seconds] of expiry) expect(seconds, labels).toBeGreaterThan(29 * 86_400);
     } finally {
       await sidecar.stop(0);
       await broker.close();

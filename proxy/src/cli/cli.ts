@@ -49,7 +49,7 @@ function buildCommands(args: string[]): Argv {
       runSidecar(argv),
     )
     .command('wal', 'inspect, verify and clean up WAL objects (ls, inspect, verify, gc)', (y) =>
-      walCommands(y),
+      walCommands(y, args),
     )
     .command(
       'cost',

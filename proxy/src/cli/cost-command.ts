@@ -1,6 +1,15 @@
 import { readFileSync } from 'node:fs';
 import type { Argv } from 'yargs';
-import { FlagErrors, flag, parseBytes, parseDuration, parseNumber, present } from '../config/flag-values.js';
+import {
+  FlagErrors,
+  flag,
+  flagText,
+  parseBytes,
+  parseDuration,
+  parseNumber,
+  present,
+} from '../config/flag-values.js';
+import { SIDECAR_DEFAULTS } from '../config/sidecar-config.js';
 import { countersFromJson, countersFromScrapes } from '../cost/counters-source.js';
 import { type ClusterLayout, DEFAULT_CPU, objectEconomics, SECONDS_PER_MONTH } from '../cost/economics.js';
 import { type MeasuredCost, type MeasuredCounters, priceMeasured } from '../cost/measured.js';
@@ -38,14 +47,21 @@ export function costOptions<T>(yargs: Argv<T>): Argv<T> {
       describe: 'availability zones the replicas spread over',
       default: '3',
     })
-    .option('latency-budget-ms', {
+    .option('mode', {
       type: 'string',
       describe:
-        'what the sealing policy would do at this budget (latency.budget.ms): linger = budget - store latency; inline when objects would not pay (replaces --linger-ms)',
+        "the topics' mode (topic-config mode): auto prices the sealing policy as a default sidecar runs it, inline where objects would not pay (saved 0, never negative), with the cost of forcing the WAL beside it; wal prices every batch through the WAL",
+      default: 'auto',
+    })
+    .option('latency-budget-ms', {
+      type: 'string',
+      describe: `the latency budget (--wal-latency-budget-ms, latency.budget.ms) the sealing policy seals objects by: linger = budget - store latency; with --mode=wal it replaces --linger-ms`,
+      defaultDescription: `${SIDECAR_DEFAULTS['wal-latency-budget-ms']}, the sidecar's (--mode=wal: unset, --linger-ms)`,
     })
     .option('linger-ms', {
       type: 'string',
-      describe: 'the sidecar seals an object at most this long after its first batch (--wal-linger-ms)',
+      describe:
+        '--mode=wal without --latency-budget-ms: the sidecar seals an object at most this long after its first batch (--wal-linger-ms)',
       // A default sidecar's: the default budget's linger.
       default: String(WAL_DEFAULTS.lingerMs),
     })
@@ -90,8 +106,17 @@ export function costOptions<T>(yargs: Argv<T>): Argv<T> {
 export interface ParsedCost {
   inputs: CostInputs;
   prices: PriceTable;
-  /** With --latency-budget-ms: what the sealing policy settles on per broker. */
-  policy: { budgetMs: number; state: SteadyState; walAtBytes: number | undefined } | undefined;
+  /** --mode: auto (the sealing policy decides) or wal (every batch through the WAL). */
+  mode: 'auto' | 'wal';
+  /**
+   * What the sealing policy settles on per broker at the budget (the flag, or the sidecar's
+   * default with --mode=auto); undefined for --mode=wal without --latency-budget-ms.
+   */
+  policy:
+    | { budgetMs: number; defaultBudget: boolean; state: SteadyState; walAtBytes: number | undefined }
+    | undefined;
+  /** --mode=auto: the same rate and budget with every batch forced through the WAL (mode=wal). */
+  forcedWal: CostInputs | undefined;
   json: boolean;
 }
 
@@ -116,6 +141,10 @@ function parsePricesFlag(raw: Record<string, unknown>, errors: FlagErrors): Pric
 export function parseCostFlags(raw: Record<string, unknown>): { parsed: ParsedCost } | { errors: string[] } {
   const errors = new FlagErrors();
   const mbps = flag(raw, 'throughput-mbps', errors, (t) => parseNumber(t, 0, 1e9));
+  const modeText = flagText(raw, 'mode') ?? 'auto';
+  if (modeText !== 'auto' && modeText !== 'wal')
+    errors.add('mode', `'${modeText}' is not auto or wal (a mode=inline topic costs what stock does)`);
+  const mode = modeText === 'wal' ? 'wal' : 'auto';
   if (!present(raw['throughput-mbps'])) errors.add('throughput-mbps', 'is required (megabytes per second)');
   const rf = flag(raw, 'rf', errors, (t) => parseNumber(t, 1, 32, true));
   const zones = flag(raw, 'zones', errors, (t) => parseNumber(t, 1, 32, true));
@@ -144,23 +173,33 @@ export function parseCostFlags(raw: Record<string, unknown>): { parsed: ParsedCo
     walCpuSecondsPerGb: walCpu!,
   };
   let policy: ParsedCost['policy'];
-  if (budgetMs !== undefined) {
+  let forcedWal: CostInputs | undefined;
+  // A sidecar's topics run mode=auto at its latency budget unless told otherwise: price that by
+  // default (issue #27: the old default, mode=wal at a 10 ms linger, priced a sidecar nobody runs).
+  const budget =
+    budgetMs ?? (mode === 'auto' ? Number(SIDECAR_DEFAULTS['wal-latency-budget-ms']) : undefined);
+  if (budget !== undefined) {
     const economics = objectEconomics(prices, inputs, {
       retentionSec: inputs.retentionSec,
       residualFraction: inputs.residualFraction,
       walCpuSecondsPerGb: inputs.walCpuSecondsPerGb,
     });
-    const state = steadyState(economics, budgetMs, inputs.throughputBytesPerSec / inputs.brokers, {
+    const state = steadyState(economics, budget, inputs.throughputBytesPerSec / inputs.brokers, {
       maxObjectBytes: inputs.objectBytes,
     });
     inputs.lingerMs = state.lingerMs;
-    inputs.mode = state.mode;
     const breakEven = economics.breakEvenObjectBytes;
     const walAtBytes =
       breakEven === undefined ? undefined : breakEven * SEALING_DEFAULTS.walAtBreakEvenMultiple;
-    policy = { budgetMs, state, walAtBytes };
+    policy = { budgetMs: budget, defaultBudget: budgetMs === undefined, state, walAtBytes };
+    if (mode === 'auto') {
+      inputs.mode = state.mode;
+      forcedWal = { ...inputs, mode: 'wal' };
+    } else {
+      inputs.mode = 'wal';
+    }
   }
-  return { parsed: { inputs, prices, policy, json: raw.json === true } };
+  return { parsed: { inputs, prices, mode, policy, forcedWal, json: raw.json === true } };
 }
 
 export interface ParsedMeasured {
@@ -260,12 +299,13 @@ export async function runCost(raw: Record<string, unknown>): Promise<void> {
   }
   const result = parseCostFlags(raw);
   if ('errors' in result) return fail(result.errors);
-  const { inputs, prices, policy, json } = result.parsed;
+  const { inputs, prices, mode, policy, forcedWal, json } = result.parsed;
   const cost = computeCost(inputs, prices);
+  const forced = forcedWal && computeCost(forcedWal, prices);
   process.stdout.write(
     json
-      ? `${JSON.stringify({ inputs, prices, policy, ...cost }, null, 2)}\n`
-      : formatCost(inputs, prices, cost, policy),
+      ? `${JSON.stringify({ mode, inputs, prices, policy, ...cost, ...(forced ? { forcedWal: forced } : {}) }, null, 2)}\n`
+      : formatCost(inputs, prices, cost, policy, forced),
   );
 }
 
@@ -280,13 +320,15 @@ export function formatCost(
   prices: PriceTable,
   cost: CostResult,
   policy?: ParsedCost['policy'],
+  /** --mode=auto: what forcing every batch through the WAL (mode=wal) would cost instead. */
+  forced?: CostResult,
 ): string {
   const mbps = (bps: number) => `${(bps / 1e6).toLocaleString('en-US', { maximumFractionDigits: 2 })} MB/s`;
   let out = '';
   out += `${mbps(inputs.throughputBytesPerSec)} produced (${qty(cost.producedGbPerMonth)} GB/month), RF ${inputs.replicationFactor} over ${inputs.zones} zone(s): ${cost.crossZoneFollowers} of ${cost.followers} followers in another zone\n`;
   if (policy) {
     const walAt = policy.walAtBytes === undefined ? 'never' : `${qty(Math.ceil(policy.walAtBytes))} B`;
-    out += `latency budget ${policy.budgetMs} ms per broker: linger ${policy.state.lingerMs} ms, objects of ${qty(Math.round(policy.state.objectBytes))} B → ${policy.state.mode === 'wal' ? 'through the WAL' : 'INLINE (stock replication)'} (the WAL from ${walAt})\n`;
+    out += `latency budget ${policy.budgetMs} ms${policy.defaultBudget ? " (the sidecar's default)" : ''} per broker: linger ${policy.state.lingerMs} ms, objects of ${qty(Math.round(policy.state.objectBytes))} B → ${policy.state.mode === 'wal' ? 'through the WAL' : 'INLINE (stock replication)'} (the WAL from ${walAt})\n`;
   }
   out +=
     inputs.mode === 'inline'
@@ -306,6 +348,10 @@ export function formatCost(
   const pct = (n: number) => (cost.stockUsd > 0 ? ` (${((n / cost.stockUsd) * 100).toFixed(1)} %)` : '');
   out += `\n${cost.savedUsd >= 0 ? 'saved' : 'EXTRA cost'} per month: $${usd(Math.abs(cost.savedUsd)).trim()}${pct(cost.savedUsd)}`;
   out += `; net of relaying: $${usd(cost.netSavedUsd).trim()}${pct(cost.netSavedUsd)}\n`;
+  if (forced) {
+    const objects = `linger ${inputs.lingerMs} ms, objects of ${qty(Math.round(forced.effectiveObjectBytes))} B`;
+    out += `forced through the WAL (mode=wal, ${objects}): walproxy $${usd(forced.walproxyUsd).trim()}, ${forced.savedUsd >= 0 ? 'saved' : 'EXTRA cost'} $${usd(Math.abs(forced.savedUsd)).trim()}${pct(forced.savedUsd)}\n`;
+  }
   out +=
     cost.breakEvenBytesPerSec === undefined
       ? 'break-even throughput: none; with these objects and prices walproxy never costs less\n'

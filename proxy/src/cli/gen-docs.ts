@@ -37,7 +37,10 @@ export async function renderCliDocs(): Promise<string> {
     '<!-- Generated from the yargs definitions by proxy/src/cli/gen-docs.ts (`make docs`); do not edit. -->\n\n';
   out +=
     'Every flag can also be set by an environment variable: `WALPROXY_` + the flag in upper snake case ' +
-    '(`--store-url` → `WALPROXY_STORE_URL`); a flag on the command line wins. Bad values are reported one ' +
+    '(`--store-url` → `WALPROXY_STORE_URL`); a flag on the command line wins. `wal gc --delete` is the one ' +
+    'exception: only the flag on the command line deletes, `WALPROXY_DELETE` is ignored (with a warning). ' +
+    'True/false flags: a bare `--flag` is true, `--flag=false`, `--flag false` or `--no-flag` false, any other ' +
+    'value an error. Bad values are reported one ' +
     'line per setting, naming the flag, with exit code 2. Settings and defaults of the sidecar: ' +
     '[configuration.md](configuration.md); the cost model: [cost.md](cost.md).\n';
   for (const command of DOCUMENTED_COMMANDS) {

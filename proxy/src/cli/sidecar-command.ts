@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { Argv } from 'yargs';
+import { boolOption } from '../config/flag-values.js';
 import { s3EncryptionFlagOptions, s3FlagOptions } from '../config/s3-flags.js';
 import { securityFlagOptions } from '../config/security-flags.js';
 import { parseSidecarConfig, SIDECAR_DEFAULTS } from '../config/sidecar-config.js';
@@ -102,7 +103,8 @@ export function sidecarOptions(yargs: Argv): Argv {
     })
     .option('admin-listen', {
       type: 'string',
-      describe: "host:port of /healthz and /counters, or 'off'",
+      describe:
+        "host:port of the admin HTTP server, or 'off': /healthz (liveness), /readyz (readiness: the broker's CLIENT listener answers, not draining; the store's state in the body), /metrics (Prometheus text), /counters (raw stats as JSON). Unauthenticated: keep it to the pod network (the chart's NetworkPolicy option)",
       default: SIDECAR_DEFAULTS['admin-listen'],
     })
     .option('max-frame-bytes', {
@@ -129,13 +131,13 @@ export function sidecarOptions(yargs: Argv): Argv {
       describe: 'on SIGTERM, how long in-flight requests may take before connections are closed',
       default: SIDECAR_DEFAULTS['drain-timeout-ms'],
     })
-    .option('fence-on-stop', {
-      type: 'string',
-      requiresArg: true,
-      describe:
+    .option(
+      'fence-on-stop',
+      boolOption(
         "true: on SIGTERM, first ask the controller (through the controller path) to fence the broker, so its leaderships move to the other replicas before the sidecar stops serving, as a broker's controlled shutdown moves them; the broker's next heartbeat through the restarted sidecar unfences it. false: the broker's partitions wait for the new sidecar",
-      default: SIDECAR_DEFAULTS['fence-on-stop'],
-    })
+        SIDECAR_DEFAULTS['fence-on-stop'],
+      ),
+    )
     .option('wal-store-url', {
       type: 'string',
       describe:
@@ -210,13 +212,13 @@ export function sidecarOptions(yargs: Argv): Argv {
         'availability zones the replicas spread over, for break-even and the cost metrics (a follower in the leader zone saves nothing)',
       default: SIDECAR_DEFAULTS['cost-zones'],
     })
-    .option('wal-durable-ack', {
-      type: 'string',
-      requiresArg: true,
-      describe:
+    .option(
+      'wal-durable-ack',
+      boolOption(
         'hold Produce responses until their batches are stored (true/false); with it a store outage fails produce (docs/configuration.md)',
-      default: SIDECAR_DEFAULTS['wal-durable-ack'],
-    })
+        SIDECAR_DEFAULTS['wal-durable-ack'],
+      ),
+    )
     .option('wal-max-uploads-in-flight', {
       type: 'string',
       requiresArg: true,
@@ -242,13 +244,13 @@ export function sidecarOptions(yargs: Argv): Argv {
         'a store call outstanding this long (or an object failing for good, or 3 failed attempts in a row) marks the store degraded: topics without durable ack replicate inline until a probe succeeds',
       default: SIDECAR_DEFAULTS['wal-degrade-after-ms'],
     })
-    .option('wal-seal-when-producers-wait', {
-      type: 'string',
-      requiresArg: true,
-      describe:
+    .option(
+      'wal-seal-when-producers-wait',
+      boolOption(
         'true: seal a WAL object before its linger ends once every producer that could add to it waits for it (a broker answers one request per connection at a time, and acks=all waits for the object); false: every object lingers its full time',
-      default: SIDECAR_DEFAULTS['wal-seal-when-producers-wait'],
-    })
+        SIDECAR_DEFAULTS['wal-seal-when-producers-wait'],
+      ),
+    )
     .option('wal-read-store-url', {
       type: 'string',
       array: true,

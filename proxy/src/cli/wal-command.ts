@@ -1,5 +1,6 @@
 import { parseWalObject } from '@walproxy/shared';
 import type { Argv } from 'yargs';
+import { Parser } from 'yargs/helpers';
 import { FlagErrors, flag, parseDuration, parseTime, present } from '../config/flag-values.js';
 import { parseStoreFlags, type StoreFlags, storeOptions } from '../config/s3-flags.js';
 import { WAL_METADATA_TOPIC } from '../metadata/wal-metadata-publisher.js';
@@ -37,7 +38,11 @@ function timeOptions<T>(yargs: Argv<T>): Argv<T> {
 
 const json = { type: 'boolean', describe: 'print the result as JSON', default: false } as const;
 
-export function walCommands(yargs: Argv): Argv {
+/**
+ * The `wal` commands. `args`: the command line as given (the arguments yargs parses), for the one
+ * flag that must come from it alone: `wal gc --delete`.
+ */
+export function walCommands(yargs: Argv, args: readonly string[]): Argv {
   return yargs
     .command(
       'ls',
@@ -107,11 +112,12 @@ export function walCommands(yargs: Argv): Argv {
           })
           .option('delete', {
             type: 'boolean',
-            describe: 'really delete; without it only lists what would be deleted',
+            describe:
+              'really delete; without it only lists what would be deleted. Only this flag on the command line deletes: WALPROXY_DELETE is ignored',
             default: false,
           })
           .option('json', json),
-      (argv) => run('wal gc', argv, runGc),
+      (argv) => run('wal gc', argv, (raw, ctx) => runGc(raw, ctx, args)),
     )
     .demandCommand(1, 'name a wal command: walproxy wal --help');
 }
@@ -343,17 +349,32 @@ async function runVerify(raw: Raw, ctx: Context): Promise<number> {
   return report.problems === 0 ? 0 : EXIT_PROBLEMS;
 }
 
-async function runGc(raw: Raw, ctx: Context): Promise<number> {
+/**
+ * Whether `--delete` is on the command line itself. yargs also takes every flag from a WALPROXY_*
+ * variable (cli.ts), and a variable left in an environment — a shell profile, a CI job, a pod
+ * spec copied from another — must not turn a dry run into deletion: destructive tools act only on
+ * what the operator typed.
+ */
+export function deleteRequested(args: readonly string[]): boolean {
+  return Parser([...args], { boolean: ['delete'] }).delete === true;
+}
+
+async function runGc(raw: Raw, ctx: Context, args: readonly string[]): Promise<number> {
   const olderThanMs = flag(raw, 'older-than', ctx.errors, parseDuration);
   if (!present(raw['older-than'])) ctx.errors.add('older-than', 'is required (a duration: 90m, 2h, 7d)');
   exitOnFlagErrors(ctx.errors, ctx.command);
+  if (process.env.WALPROXY_DELETE !== undefined) {
+    process.stderr.write(
+      `walproxy ${ctx.command}: WALPROXY_DELETE is ignored: only --delete on the command line deletes\n`,
+    );
+  }
+  const doDelete = deleteRequested(args);
   const nowMs = Date.now();
   const { objects } = await listWalObjects(ctx.store, ctx.flags.prefix, {}, (n) =>
     ctx.progress.update(`listing: ${num(n)} keys`),
   );
   const selected = selectForGc(objects, olderThanMs!, nowMs);
   const bytes = selected.reduce((t, o) => t + o.size, 0);
-  const doDelete = raw.delete === true;
   if (doDelete) {
     await deleteObjects(
       ctx.store,

@@ -161,13 +161,24 @@ export function parseNumber(text: string, min: number, max: number, integer = fa
 }
 
 /**
- * `true` or `false`, exactly as the help says (a YAML file's booleans arrive as the same words).
- * The flags stay strings for yargs: e2e harnesses and deployments pass `--x=true`.
+ * `true` or `false`, exactly as the help says (a YAML file's booleans arrive as the same words, a
+ * bare `--x` as true: boolOption).
  */
 export function parseBool(text: string): boolean | string {
   if (text === 'true') return true;
   if (text === 'false') return false;
   return `'${text}' is not true or false`;
+}
+
+/**
+ * The yargs declaration of a true/false flag: bare `--x` is true; `--x=true`, `--x false`,
+ * `--no-x`, WALPROXY_X=false and a YAML `x: true` read as they say; any other value (`--x=yes`,
+ * `--x=1`) is refused by parseBool, naming the flag. Declared without a yargs type on purpose:
+ * yargs' `boolean` reads `--x=yes` as false without a word, and its `string` reads a bare `--x` as
+ * unset. `defaultValue` is shown in --help only: the parsers apply their own defaults.
+ */
+export function boolOption(describe: string, defaultValue?: boolean | 'true' | 'false') {
+  return { describe, ...(defaultValue !== undefined ? { defaultDescription: String(defaultValue) } : {}) };
 }
 
 /** Reads one flag through `parse`, recording the error under its name. */

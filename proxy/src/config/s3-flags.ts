@@ -8,7 +8,7 @@ import {
   S3_SERVER_SIDE_ENCRYPTIONS,
   type S3ServerSideEncryption,
 } from '../store/s3-names.js';
-import { boolFlag, type FlagErrorSink, flagText } from './flag-values.js';
+import { boolFlag, boolOption, type FlagErrorSink, flagText } from './flag-values.js';
 
 /**
  * The S3 client flags, shared by `walproxy sidecar` and the `walproxy wal` tools so an operator
@@ -24,15 +24,13 @@ export function s3FlagOptions<T>(yargs: Argv<T>): Argv<T> {
       type: 'string',
       describe: 'custom endpoint for S3-compatible servers, e.g. http://127.0.0.1:9000',
     })
-    .option('s3-force-path-style', {
-      type: 'string',
-      describe: 'path-style addressing for standard buckets (true/false)',
-    })
-    .option('s3-disable-express-session-auth', {
-      type: 'string',
-      describe:
+    .option('s3-force-path-style', boolOption('path-style addressing for standard buckets (true/false)'))
+    .option(
+      's3-disable-express-session-auth',
+      boolOption(
         'sign directory-bucket requests with plain SigV4 instead of CreateSession (emulators only; true/false)',
-    });
+      ),
+    );
 }
 
 export function parseS3Flags(raw: Record<string, unknown>, errors: FlagErrorSink): ObjectStoreOptions {

@@ -18,7 +18,7 @@ import {
   type TlsFileRole,
   type TlsFiles,
 } from '../net/tls-material.js';
-import { boolFlag, type FlagErrorSink, flagText, present } from './flag-values.js';
+import { boolFlag, boolOption, type FlagErrorSink, flagText, present } from './flag-values.js';
 
 /** TLS termination on an ingress listener. */
 export interface ListenerTlsConfig {
@@ -88,11 +88,12 @@ export function securityFlagOptions<T>(yargs: Argv<T>): Argv<T> {
       describe: 'replication ingress: none, requested or required peer certificates',
       default: SECURITY_DEFAULTS['replication-tls-client-auth'],
     })
-    .option('peer-tls', {
-      type: 'string',
-      describe:
+    .option(
+      'peer-tls',
+      boolOption(
         "egress connects to the peers' replication ingress over TLS (true/false; default: true when --replication-tls-cert or a --peer-tls-* file is set)",
-    })
+      ),
+    )
     .option(
       'peer-tls-ca',
       pem("egress TLS: PEM CA bundle that signs the peers' certificates (default: --replication-tls-ca)"),
@@ -108,11 +109,13 @@ export function securityFlagOptions<T>(yargs: Argv<T>): Argv<T> {
       describe:
         "egress TLS: name the peer's certificate must carry, {id} = its broker id, e.g. 'kafka-{id}.kafka-headless' (default: the peer address's host)",
     })
-    .option('peer-tls-verify-hostname', {
-      type: 'string',
-      describe: "egress TLS: check the peer certificate's name (true) or only that the CA signed it (false)",
-      default: SECURITY_DEFAULTS['peer-tls-verify-hostname'],
-    })
+    .option(
+      'peer-tls-verify-hostname',
+      boolOption(
+        "egress TLS: check the peer certificate's name (true) or only that the CA signed it (false)",
+        SECURITY_DEFAULTS['peer-tls-verify-hostname'],
+      ),
+    )
     .option('metadata-sasl-mechanism', {
       type: 'string',
       requiresArg: true,
@@ -128,11 +131,12 @@ export function securityFlagOptions<T>(yargs: Argv<T>): Argv<T> {
       requiresArg: true,
       describe: "file holding that user's password (one trailing newline is ignored); never logged",
     })
-    .option('metadata-tls', {
-      type: 'string',
-      describe:
+    .option(
+      'metadata-tls',
+      boolOption(
         "the sidecar's own Kafka clients use TLS (true/false; default: true when --client-tls-cert is set, since brokers advertise the client ingress)",
-    })
+      ),
+    )
     .option(
       'metadata-tls-ca',
       pem("PEM CA bundle the sidecar's own Kafka clients trust (default: Node's CAs)"),

@@ -5,6 +5,7 @@ import type { HostPort } from '../net/proxy-listener.js';
 import {
   addressTemplate,
   boolFlag,
+  boolOption,
   brokerAddresses,
   brokerIds,
   type FlagErrorSink,
@@ -81,12 +82,13 @@ export function zoneFlagOptions<T>(yargs: Argv<T>): Argv<T> {
       describe:
         "zone ingress host:port: peers' zone egresses forward zone-aware clients to this broker here; only peers with a certificate from --replication-tls-ca (mutual TLS as the replication ingress, required)",
     })
-    .option('zone-ingress-unauthenticated', {
-      type: 'string',
-      describe:
+    .option(
+      'zone-ingress-unauthenticated',
+      boolOption(
         'TEST RIGS ONLY (true/false): the zone ingress takes peers without mutual TLS, so anyone reaching it can make this sidecar read the stores --wal-read-store-url allows and hand the broker what they name; a warning is logged at every start. false: a zone ingress needs --replication-tls-* with required client certificates',
-      default: ZONE_DEFAULTS['zone-ingress-unauthenticated'],
-    })
+        ZONE_DEFAULTS['zone-ingress-unauthenticated'],
+      ),
+    )
     .option('zone-ingress-address-template', {
       type: 'string',
       describe: "zone ingress of broker {id}, e.g. 'kafka-{id}.kafka-headless:9194'",
@@ -107,12 +109,13 @@ export function zoneFlagOptions<T>(yargs: Argv<T>): Argv<T> {
       describe:
         "<zone>=<host>: a host where that zone's clients reach zone egress listeners (repeatable, several per zone spread nodes)",
     })
-    .option('zone-client-rack', {
-      type: 'string',
-      describe:
+    .option(
+      'zone-client-rack',
+      boolOption(
         'a client.rack seen in a Fetch makes that client (address + client.id) zone-aware (true/false)',
-      default: ZONE_DEFAULTS['zone-client-rack'],
-    });
+        ZONE_DEFAULTS['zone-client-rack'],
+      ),
+    );
 }
 
 /** Zone names as Kafka racks are written: no '=' or ',' (flag syntax), no spaces. */

@@ -2,6 +2,7 @@ import { ApiKey, decodeMetadataResponse, encodeMetadataRequest, topicNamesById }
 import type { Logger } from '../log.js';
 import type { HostPort } from '../net/proxy-listener.js';
 import { brokerRequest } from './broker-request.js';
+import { type PartitionHealth, partitionHealth } from './partition-health.js';
 import type { SaslCredentials } from './sasl-client.js';
 
 export interface TopicNamesOptions {
@@ -18,6 +19,8 @@ export interface TopicNamesOptions {
   /** How the id → name map is read; the local broker's Metadata by default (tests replace it). */
   fetchNames?: () => Promise<Map<string, string>>;
   now?: () => number;
+  /** The local broker's node.id: each refresh also counts the partitions it leads (partitionHealth). */
+  brokerId?: number;
 }
 
 /** Metadata v12: topic ids in the response (v10+), flexible, and known to every 3.x/4.x broker. */
@@ -42,6 +45,8 @@ export class TopicNames {
   private lastRefreshMs = Number.NEGATIVE_INFINITY;
   /** Refreshes started, the periodic ones included. */
   refreshes = 0;
+  /** The broker's partitions as the last answered refresh saw them; undefined before one (or without brokerId). */
+  partitions: PartitionHealth | undefined;
 
   private readonly refreshIntervalMs: number;
   private readonly minRefreshGapMs: number;
@@ -173,6 +178,9 @@ export class TopicNames {
       ),
       this.options.sasl ? { sasl: this.options.sasl } : {},
     );
-    return topicNamesById(decodeMetadataResponse(body, METADATA_VERSION));
+    const metadata = decodeMetadataResponse(body, METADATA_VERSION);
+    if (this.options.brokerId !== undefined)
+      this.partitions = partitionHealth(metadata, this.options.brokerId);
+    return topicNamesById(metadata);
   }
 }

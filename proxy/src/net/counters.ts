@@ -12,6 +12,8 @@ export interface ListenerCounters {
   bytesToUpstream: number;
   closedForProtocolError: number;
   upstreamConnectFailures: number;
+  /** Of those, TLS handshakes to the upstream that failed once TCP connected (egress to a peer). */
+  upstreamTlsHandshakeFailures: number;
   /** TLS listeners: handshakes refused (no or bad client certificate, protocol mismatch). */
   tlsHandshakeFailures: number;
   /** Large responses no filter reads, passed downstream as they arrived instead of whole. */
@@ -31,6 +33,7 @@ export function newListenerCounters(): ListenerCounters {
     bytesToUpstream: 0,
     closedForProtocolError: 0,
     upstreamConnectFailures: 0,
+    upstreamTlsHandshakeFailures: 0,
     tlsHandshakeFailures: 0,
     responsesStreamed: 0,
     requestsStreamed: 0,

@@ -193,6 +193,7 @@ export class ProxyListener {
     const onConnectFailure = (error: Error) => {
       counters.upstreamConnectFailures++;
       if (tcpConnected && this.options.upstreamTls) {
+        counters.upstreamTlsHandshakeFailures++;
         log.warn(
           { upstream: `${this.options.upstream.host}:${this.options.upstream.port}`, reason: error.message },
           `upstream TLS handshake failed: ${error.message}; closing downstream connection`,

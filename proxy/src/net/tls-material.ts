@@ -175,6 +175,11 @@ export class TlsMaterial {
     }
   }
 
+  /** The name it was loaded under (logs, the certificate-expiry metric). */
+  get name(): string {
+    return this.options.name;
+  }
+
   get snapshot(): TlsMaterialSnapshot {
     return this.current;
   }

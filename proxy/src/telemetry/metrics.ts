@@ -181,6 +181,12 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     perListener((c) => c.tlsHandshakeFailures),
   );
   counter(
+    'walproxy.listener.upstream_tls_handshake_failures',
+    '{connection}',
+    "TLS handshakes to the upstream that failed after TCP connected (the peer's certificate refused; a peer refusing ours counts on its side, under TLS 1.3), by listener; each also counts as an upstream connect failure",
+    perListener((c) => c.upstreamTlsHandshakeFailures),
+  );
+  counter(
     'walproxy.listener.bytes',
     'By',
     'Bytes through a listener, by direction (from/to downstream/upstream; to_* after filters)',

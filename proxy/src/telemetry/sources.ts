@@ -2,6 +2,7 @@ import type { MeasuredCost } from '../cost/measured.js';
 import type { FetchFillStats } from '../filters/fetch-fill.js';
 import type { FetchStripStats } from '../filters/fetch-strip.js';
 import type { ProduceWalStats } from '../filters/produce-wal.js';
+import type { PartitionHealth } from '../metadata/partition-health.js';
 import type { ListenerCounters } from '../net/counters.js';
 import type { WalRangeReaderStats } from '../wal/range-reader.js';
 import type { SealingGroupStats } from '../wal/sealing-policy.js';
@@ -28,6 +29,16 @@ export interface WalStatsSources {
   sealing?: () => SealingGroupStats[];
   /** This sidecar's replication priced from its own counters (cost/live.ts). */
   cost?: () => MeasuredCost;
+  /** The broker's partitions from the last Metadata the topic-id lookups read; undefined before one. */
+  partitions?: () => PartitionHealth | undefined;
+}
+
+/** The PEM bytes of one TLS identity the sidecar loaded (its current snapshot), by its name. */
+export interface TlsSource {
+  /** `client ingress`, `replication ingress`, `peer client`, `zone ingress`, `metadata client`. */
+  name: string;
+  cert?: Buffer;
+  ca?: Buffer;
 }
 
 /** What the telemetry reads from a running sidecar; nothing here is called on the data path. */
@@ -41,4 +52,6 @@ export interface TelemetrySources {
   memoryLimitBytes?: number;
   /** Zone routing's stats, with --zone (telemetry/zone-metrics.ts). */
   zone?: () => ZoneRoutingStats;
+  /** The TLS identities in use (reloaded ones included), read at each collection. */
+  tls?: () => TlsSource[];
 }

@@ -19,6 +19,7 @@ import { WAL_READER_CHANNELS, WAL_WRITER_CHANNELS } from '../wal/channels.js';
 import { ZONE_PRODUCE_CHANNELS } from '../zone/channels.js';
 import { DataPathLiveness, observeLiveness } from './liveness.js';
 import { ChannelMetrics, observeSources } from './metrics.js';
+import { observeReplicationHealth } from './replication-health.js';
 import type { TelemetrySources } from './sources.js';
 import { SpanMapper } from './spans.js';
 import { observeZone, ZoneChannelMetrics } from './zone-metrics.js';
@@ -80,6 +81,7 @@ export class Telemetry {
     const meter = this.meterProvider.getMeter(INSTRUMENTATION_SCOPE, VERSION);
     observeSources(meter, init.sources);
     observeLiveness(meter, this.#liveness, init.sources.wal !== undefined);
+    observeReplicationHealth(meter, init.sources);
     const m = new ChannelMetrics(meter);
     // Without a span processor nothing would ever see a span: do not make any.
     let spans: SpanMapper | undefined;

@@ -11,6 +11,9 @@ describe('walproxy cost', () => {
   it('reproduces the hand-computed reference case (20 MB/s, RF 3 over 3 zones, 400 KB objects)', () => {
     const parsed = parseCostFlags({
       'throughput-mbps': '20',
+      // Every batch through the WAL at a 50 ms linger, as priced by hand below (the default,
+      // --mode=auto, would seal by the sidecar's latency budget instead).
+      mode: 'wal',
       rf: '3',
       zones: '3',
       'linger-ms': '50', // 400 KB fills in 20 ms at 20 MB/s, so objects are full: 50 PUT/s
@@ -136,6 +139,56 @@ describe('walproxy cost', () => {
     expect(quiet.cost.walproxyUsd).toBeCloseTo(quiet.cost.stockUsd, 9);
     expect(quiet.cost.savedUsd).toBeCloseTo(0, 9);
     expect(quiet.cost.netSavedUsd).toBeCloseTo(-quiet.cost.proxyUsd, 9);
+  });
+
+  it("prices a default sidecar by default: at the issue's 0.05 MB/s over 3 brokers, inline, saving 0, with the forced-WAL cost beside it", () => {
+    // Given `walproxy cost --throughput-mbps 0.05 --brokers 3`: the flags as yargs hands them over,
+    // defaults included (--linger-ms and --object-bytes among them)
+    const parsed = parseCostFlags({
+      'throughput-mbps': '0.05',
+      brokers: '3',
+      mode: 'auto',
+      rf: '3',
+      zones: '3',
+      'linger-ms': '10',
+      'object-bytes': '400000',
+      retention: '1h',
+      residual: '0.0114',
+      'proxy-cpu-seconds-per-gb': '35.6',
+      'wal-cpu-seconds-per-gb': '137.1',
+    });
+    if ('errors' in parsed) throw new Error(parsed.errors.join('\n'));
+    const { inputs, prices, policy, forcedWal } = parsed.parsed;
+    // Then it is the sealing policy at the sidecar's default budget: 500 B objects would not pay
+    expect(policy).toMatchObject({ budgetMs: 50, defaultBudget: true, state: { mode: 'inline' } });
+    const cost = computeCost(inputs, prices);
+    // so walproxy's replication costs exactly what stock's does: saved 0, not the old -$921
+    expect(cost.walproxyUsd).toBeCloseTo(cost.stockUsd, 9);
+    expect(cost.savedUsd).toBeCloseTo(0, 9);
+    expect(cost.objectsPerSecond).toBe(0);
+    // And the figure beside it, every batch forced through the WAL at the same budget, costs more
+    const forced = computeCost(forcedWal!, prices);
+    expect(forced.objectsPerSecond).toBeGreaterThan(0);
+    expect(forced.savedUsd).toBeLessThan(0);
+  });
+
+  it('with --mode=wal prices every batch through the WAL, at --linger-ms unless a budget is given', () => {
+    const flags = { 'throughput-mbps': '0.05', brokers: '3', 'linger-ms': '10', 'object-bytes': '400000' };
+    const forced = parseCostFlags({ ...flags, mode: 'wal' });
+    if ('errors' in forced) throw new Error(forced.errors.join('\n'));
+    expect(forced.parsed.policy).toBeUndefined();
+    expect(forced.parsed.forcedWal).toBeUndefined();
+    expect(forced.parsed.inputs).toMatchObject({ lingerMs: 10 });
+    expect(forced.parsed.inputs.mode).not.toBe('inline');
+    // 100 objects/s per broker at a 10 ms linger, whatever they cost
+    expect(computeCost(forced.parsed.inputs, forced.parsed.prices).objectsPerSecond).toBeCloseTo(300, 9);
+    const budgeted = parseCostFlags({ ...flags, mode: 'wal', 'latency-budget-ms': '50' });
+    if ('errors' in budgeted) throw new Error(budgeted.errors.join('\n'));
+    expect(budgeted.parsed.inputs).toMatchObject({ lingerMs: 30, mode: 'wal' });
+    expect(budgeted.parsed.policy?.state.mode).toBe('inline');
+    expect(parseCostFlags({ ...flags, mode: 'inline' })).toEqual({
+      errors: ["--mode: 'inline' is not auto or wal (a mode=inline topic costs what stock does)"],
+    });
   });
 
   it('reports every bad flag at once, by name', () => {

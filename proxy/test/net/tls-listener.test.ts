@@ -338,6 +338,7 @@ describe('mutual TLS from an egress to a peer replication ingress', () => {
     expect(failed).toHaveLength(1);
     expect(failed[0]!.reason).toContain("Hostname/IP does not match certificate's altnames");
     expect(listener.counters.upstreamConnectFailures).toBe(1);
+    expect(listener.counters.upstreamTlsHandshakeFailures).toBe(1);
     expect(upstream.connections()).toBe(0);
   });
 

@@ -112,6 +112,87 @@ const CASES: Record<string, { fires: RuleCase[]; silent: RuleCase[] }> = {
       },
     ],
   },
+  WalproxySidecarRestarted: {
+    fires: [
+      {
+        given: 'the native sidecar (an init container, as the chart runs it) restarted once at minute 6',
+        series: {
+          'kube_pod_init_container_status_restarts_total{namespace="kafka",pod="kafka-broker-0",container="walproxy"}':
+            '0x5 1x15',
+        },
+        at: '8m',
+        firing: [
+          { labels: { namespace: 'kafka', pod: 'kafka-broker-0', container: 'walproxy' }, value: '1' },
+        ],
+      },
+      {
+        given: 'a plain sidecar container (nativeSidecar=false) restarting twice within minutes',
+        series: {
+          'kube_pod_container_status_restarts_total{namespace="kafka",pod="kafka-broker-1",container="walproxy"}':
+            '0x5 1x3 2x10',
+        },
+        at: '10m',
+        firing: [
+          { labels: { namespace: 'kafka', pod: 'kafka-broker-1', container: 'walproxy' }, value: '2' },
+        ],
+      },
+    ],
+    silent: [
+      {
+        given:
+          'a restart 20 minutes ago, a new pod whose count starts at 0, and the broker container restarting (not walproxy’s alert)',
+        series: {
+          'kube_pod_init_container_status_restarts_total{namespace="kafka",pod="kafka-broker-0",container="walproxy"}':
+            '0x5 1x30',
+          'kube_pod_init_container_status_restarts_total{namespace="kafka",pod="kafka-broker-1",container="walproxy"}':
+            '_x20 0x15',
+          'kube_pod_container_status_restarts_total{namespace="kafka",pod="kafka-broker-0",container="kafka"}':
+            '0+1x35',
+        },
+        at: '30m',
+        firing: [],
+      },
+    ],
+  },
+  WalproxySidecarOOMKilled: {
+    fires: [
+      {
+        given: 'the native sidecar killed at its memory limit and restarted at minute 6',
+        series: {
+          'kube_pod_init_container_status_restarts_total{namespace="kafka",pod="kafka-broker-0",container="walproxy"}':
+            '0x5 1x15',
+          'kube_pod_init_container_status_last_terminated_reason{namespace="kafka",pod="kafka-broker-0",container="walproxy",reason="OOMKilled"}':
+            '_x5 1x15',
+        },
+        at: '8m',
+        firing: [{ labels: { namespace: 'kafka', pod: 'kafka-broker-0', container: 'walproxy' } }],
+      },
+    ],
+    silent: [
+      {
+        given: 'an OOM kill 20 minutes ago (its reason stays until the next termination)',
+        series: {
+          'kube_pod_init_container_status_restarts_total{namespace="kafka",pod="kafka-broker-0",container="walproxy"}':
+            '0x5 1x30',
+          'kube_pod_init_container_status_last_terminated_reason{namespace="kafka",pod="kafka-broker-0",container="walproxy",reason="OOMKilled"}':
+            '_x5 1x30',
+        },
+        at: '30m',
+        firing: [],
+      },
+      {
+        given: 'a restart after an error exit, not the memory limit',
+        series: {
+          'kube_pod_init_container_status_restarts_total{namespace="kafka",pod="kafka-broker-0",container="walproxy"}':
+            '0x5 1x15',
+          'kube_pod_init_container_status_last_terminated_reason{namespace="kafka",pod="kafka-broker-0",container="walproxy",reason="Error"}':
+            '_x5 1x15',
+        },
+        at: '8m',
+        firing: [],
+      },
+    ],
+  },
   WalproxyStoreUnhealthy: {
     fires: [
       {
@@ -443,6 +524,127 @@ const CASES: Record<string, { fires: RuleCase[]; silent: RuleCase[] }> = {
           'walproxy_wal_reader_gets_total{instance="b1",kind="ranged"}': '0x20',
         },
         at: '10m',
+        firing: [],
+      },
+    ],
+  },
+  WalproxyUnderReplicatedPartitions: {
+    fires: [
+      {
+        given: 'three partitions led by b1 out of their ISR from minute 6 (a follower kept behind)',
+        series: {
+          'walproxy_partitions_under_replicated{instance="b1"}': '0x5 3x15',
+          'walproxy_partitions_under_replicated{instance="b2"}': '0x20',
+        },
+        at: '15m',
+        firing: [{ labels: b1, value: '3' }],
+      },
+    ],
+    silent: [
+      {
+        given:
+          'a follower’s broker restarting: four partitions under-replicated for 3 minutes, then caught up',
+        series: { 'walproxy_partitions_under_replicated{instance="b1"}': '0x5 4x3 0x12' },
+        at: '9m',
+        firing: [],
+      },
+      {
+        given: 'every ISR full',
+        series: { 'walproxy_partitions_under_replicated{instance="b1"}': '0x20' },
+        at: '15m',
+        firing: [],
+      },
+    ],
+  },
+  WalproxyReplicationConnectFailures: {
+    fires: [
+      {
+        given:
+          'b1’s egress to broker 2 failing to connect once a second (a peer sidecar that does not answer)',
+        series: {
+          'walproxy_listener_upstream_connect_failures_total{instance="b1",listener="egress-2"}': '0+60x30',
+          'walproxy_listener_upstream_connect_failures_total{instance="b1",listener="egress-3"}': '0x30',
+        },
+        at: '20m',
+        firing: [{ labels: { instance: 'b1', listener: 'egress-2' }, value: '1' }],
+      },
+    ],
+    silent: [
+      {
+        given: 'a peer’s rolling restart: its egress failing for 2 minutes, then connected',
+        series: {
+          'walproxy_listener_upstream_connect_failures_total{instance="b1",listener="egress-2"}':
+            '0x10 0+30x2 60x20',
+        },
+        at: '17m',
+        firing: [],
+      },
+      {
+        given: 'the client ingress failing to reach a stopped broker (clients, not replication)',
+        series: {
+          'walproxy_listener_upstream_connect_failures_total{instance="b1",listener="client"}': '0+60x30',
+          'walproxy_listener_upstream_connect_failures_total{instance="b1",listener="replication"}': '0x30',
+        },
+        at: '20m',
+        firing: [],
+      },
+    ],
+  },
+  WalproxyReplicationTlsFailures: {
+    fires: [
+      {
+        given:
+          'b1’s replication ingress refusing a peer’s certificate 6 times a minute, and b2’s egress failing its handshakes to broker 1',
+        series: {
+          'walproxy_listener_tls_handshake_failures_total{instance="b1",listener="replication"}': '0+6x30',
+          'walproxy_listener_upstream_tls_handshake_failures_total{instance="b2",listener="egress-1"}':
+            '0+6x30',
+          'walproxy_listener_upstream_tls_handshake_failures_total{instance="b2",listener="egress-3"}':
+            '0x30',
+        },
+        at: '20m',
+        firing: [
+          { labels: { instance: 'b1', listener: 'replication' }, value: '100m' },
+          { labels: { instance: 'b2', listener: 'egress-1' }, value: '100m' },
+        ],
+      },
+    ],
+    silent: [
+      {
+        given: 'clients refused on the client ingress, and one failed handshake to a peer at minute 11',
+        series: {
+          'walproxy_listener_tls_handshake_failures_total{instance="b1",listener="client"}': '0+60x30',
+          'walproxy_listener_tls_handshake_failures_total{instance="b1",listener="replication"}': '0x30',
+          'walproxy_listener_upstream_tls_handshake_failures_total{instance="b1",listener="egress-2"}':
+            '0x10 1x20',
+        },
+        at: '20m',
+        firing: [],
+      },
+    ],
+  },
+  WalproxyCertificateExpiring: {
+    fires: [
+      {
+        given: 'the peer client certificate of b1 expiring in 10 days, its CA in a year',
+        series: {
+          'walproxy_tls_certificate_expiry_seconds{instance="b1",tls="peer client",file="cert"}':
+            '864000-60x30',
+          'walproxy_tls_certificate_expiry_seconds{instance="b1",tls="peer client",file="ca"}':
+            '31536000-60x30',
+        },
+        at: '20m',
+        firing: [{ labels: { instance: 'b1', tls: 'peer client', file: 'cert' }, value: '9d 23h 40m 0s' }],
+      },
+    ],
+    silent: [
+      {
+        given: 'certificates valid for 90 more days',
+        series: {
+          'walproxy_tls_certificate_expiry_seconds{instance="b1",tls="client ingress",file="cert"}':
+            '7776000-60x30',
+        },
+        at: '20m',
         firing: [],
       },
     ],

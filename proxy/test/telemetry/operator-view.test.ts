@@ -9,7 +9,11 @@ import { DASHBOARD_ROWS } from '../../src/telemetry/operator-view/dashboard.js';
 import { driftedFiles, GENERATED_FILES } from '../../src/telemetry/operator-view/generate.js';
 import { grafanaDashboard } from '../../src/telemetry/operator-view/grafana.js';
 import { metricsIn } from '../../src/telemetry/operator-view/model.js';
-import { EXTERNAL_METRICS, PENDING_METRICS } from '../../src/telemetry/operator-view/pending-metrics.js';
+import {
+  EXTERNAL_METRICS,
+  OPTIONAL_METRICS,
+  PENDING_METRICS,
+} from '../../src/telemetry/operator-view/pending-metrics.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const dashboardFile = path.join(repoRoot, GENERATED_FILES.dashboard[0]);
@@ -87,9 +91,9 @@ function hasPromtool(): boolean {
   }
 }
 
-/** The instrument names of ../../src/telemetry/metrics.ts and liveness.ts, in their Prometheus spelling. */
+/** The instrument names of ../../src/telemetry/metrics.ts, liveness.ts and replication-health.ts, in their Prometheus spelling. */
 function declaredMetrics(): Set<string> {
-  const text = ['metrics.ts', 'liveness.ts']
+  const text = ['metrics.ts', 'liveness.ts', 'replication-health.ts']
     .map((file) => readFileSync(path.join(repoRoot, 'proxy/src/telemetry', file), 'utf8'))
     .join('\n');
   return new Set([...text.matchAll(/'(walproxy\.[a-z0-9_.]+)'/g)].map((m) => m[1]!.replaceAll('.', '_')));
@@ -161,6 +165,8 @@ describe('the operator view (dashboard and alert rules)', () => {
         baseName(name),
       );
     }
+    // An optional metric is one a sidecar exports where configured for it: walproxy declares it.
+    for (const name of Object.keys(OPTIONAL_METRICS)) expect(declared, name).toContain(baseName(name));
     // A pending metric that now exists, or that no query reads any more, is removed from the list.
     for (const name of Object.keys(PENDING_METRICS)) {
       expect(declared.has(baseName(name)), `${name} exists now: remove it from PENDING_METRICS`).toBe(false);

@@ -19,6 +19,32 @@ export const ALERT_GROUP = 'walproxy';
  */
 const NOT_A_FALLBACK = 'control|requested_inline|topic_not_in_wal|mode_inline|group_inline';
 
+/**
+ * The listeners that carry replication: `replication` (followers of other brokers into this one)
+ * and `egress-<id>` (this broker's followers out to a peer's replication ingress). The zone
+ * listeners carry clients.
+ */
+const REPLICATION_LISTENERS = 'replication|egress-.*';
+
+/**
+ * The walproxy container as kube-state-metrics reports it: a native sidecar (an init container
+ * with restartPolicy Always, the chart's default and deploy/patch) under the init-container
+ * series, a plain container under the container series; a pod has one or the other.
+ */
+function walproxyContainer(series: string, matchers = ''): string {
+  const m = `container="walproxy"${matchers ? `,${matchers}` : ''}`;
+  return `kube_pod_init_${series}{${m}} or kube_pod_${series}{${m}}`;
+}
+
+/**
+ * Restarts of the walproxy container over the last 15 minutes, by pod: changes() counts them
+ * whole (increase() would extrapolate 1 to 1.07), and a new pod's first minutes included.
+ */
+const RESTARTS_15M = `max by (namespace, pod, container) (changes(kube_pod_init_container_status_restarts_total{container="walproxy"}[15m]) or changes(kube_pod_container_status_restarts_total{container="walproxy"}[15m]))`;
+
+/** Alert thresholds other text refers to. */
+export const CERTIFICATE_WARN_DAYS = 14;
+
 export const ALERTS: readonly AlertSpec[] = [
   {
     // `up` is 0 for a target that does not answer, and absent when there is no target at all (no
@@ -35,18 +61,41 @@ export const ALERTS: readonly AlertSpec[] = [
       '{{ with $labels.instance }}Prometheus cannot scrape {{ . }}. Clients and followers reach the broker only through its sidecar: check the pod and its logs.{{ else }}Prometheus has no scrape target of this job: the PodMonitor or ServiceMonitor selects no pod (metrics.podMonitor / metrics.serviceMonitor in the chart, and the Prometheus selectors), or every broker pod is gone.{{ end }}',
   },
   {
-    // kube-state-metrics reports a native sidecar (an init container with restartPolicy Always: the
-    // chart's default and deploy/patch) under the init-container series, a plain container under
-    // kube_pod_container_status_ready; a pod has one or the other.
     alert: 'WalproxySidecarNotReady',
-    value: () =>
-      'kube_pod_init_container_status_ready{container="walproxy"} or kube_pod_container_status_ready{container="walproxy"}',
+    value: () => walproxyContainer('container_status_ready'),
     condition: '== 0',
     for: '5m',
     severity: 'warning',
     summary: 'walproxy container of {{ $labels.pod }} is not ready',
     description:
       '/readyz fails: the broker does not accept connections on its CLIENT listener, or the WAL store does not take a write. The body of /readyz says which.',
+  },
+  {
+    // A restart drops every connection through the sidecar and fences the broker until the new
+    // one answers its controller path; a healthy sidecar restarts only with its pod (a new pod's
+    // count starts at 0), so one restart is worth a look.
+    alert: 'WalproxySidecarRestarted',
+    value: () => RESTARTS_15M,
+    condition: '> 0',
+    for: '0m',
+    severity: 'warning',
+    summary: 'walproxy container of {{ $labels.pod }} restarted',
+    description:
+      'The walproxy container of {{ $labels.pod }} restarted ({{ $value | humanize }} in 15 minutes): clients and followers lost their connections and the broker was fenced until it came back. Its previous logs (kubectl logs --previous -c walproxy) and the last terminated reason say why; WalproxySidecarOOMKilled fires when it was the memory limit.',
+  },
+  {
+    alert: 'WalproxySidecarOOMKilled',
+    value: () =>
+      `max by (namespace, pod, container) (${walproxyContainer('container_status_last_terminated_reason', 'reason="OOMKilled"')})`,
+    condition: '== 1',
+    // Only while the kill is recent: the last terminated reason stays until the next termination.
+    onlyIf: () => `${RESTARTS_15M} > 0`,
+    onlyIfOn: 'namespace, pod, container',
+    for: '0m',
+    severity: 'warning',
+    summary: 'walproxy container of {{ $labels.pod }} was OOM-killed',
+    description:
+      'The walproxy container of {{ $labels.pod }} was killed at its memory limit and restarted. The sidecar bounds its caches and queues from --memory-limit-bytes (else the container limit): a limit set below what the container gets, or a rate per broker beyond it. Raise the container limit (the flag follows it), or lower the rate per broker; WalproxyMemoryNearBound warns before the next kill.',
   },
   {
     alert: 'WalproxyStoreUnhealthy',
@@ -211,6 +260,60 @@ export const ALERTS: readonly AlertSpec[] = [
       'This follower side sends GETs and none has answered for {{ $value | humanizeDuration }}: every fill falls back inline (replication correct, crossing zones). Check the store and the sidecar’s read access.',
   },
   {
+    // Kafka's UnderReplicatedPartitions as each leader's sidecar sees it in the Metadata it reads
+    // for topic ids: a follower out of the ISR (behind by more than replica.lag.time.max.ms, or
+    // gone). A broker restart shrinks the ISR for as long as it takes to catch up, hence `for`.
+    alert: 'WalproxyUnderReplicatedPartitions',
+    value: () => 'max by (instance) (walproxy_partitions_under_replicated)',
+    condition: '> 0',
+    for: '5m',
+    severity: 'warning',
+    summary:
+      '{{ $value | humanize }} partitions led by the broker behind {{ $labels.instance }} are under-replicated',
+    description:
+      'Partitions this broker leads have fewer in-sync replicas than replicas: a follower fell behind (replica.lag.time.max.ms) or is gone. Below min.insync.replicas, acks=all produces fail. Check the followers: their brokers, their sidecars (WalproxyReplicationConnectFailures, WalproxyReplicationTlsFailures), their fills from the store (WalproxyStoreGetErrors, WalproxyFillDeadlineMissed); kafka-topics --describe --under-replicated-partitions names them.',
+  },
+  {
+    // Connects that fail on a replication path for longer than a restart takes: a peer sidecar or
+    // the local broker's REPLICATION listener that does not answer, or refuses the handshake (TLS
+    // handshakes to a peer count here too). The window holds one failure for 5 minutes, the
+    // `for` of 10 asks that they go on for 5 minutes more: a peer's rolling restart does not fire.
+    alert: 'WalproxyReplicationConnectFailures',
+    value: (w) =>
+      `sum by (instance, listener) (rate(walproxy_listener_upstream_connect_failures_total{listener=~"${REPLICATION_LISTENERS}"}[${w}]))`,
+    condition: '> 0',
+    for: '10m',
+    severity: 'warning',
+    summary: 'walproxy on {{ $labels.instance }} cannot connect upstream on {{ $labels.listener }}',
+    description:
+      'Connections on the {{ $labels.listener }} listener fail to reach their upstream ({{ $value | humanize }}/s): on egress-<id>, the replication ingress of broker <id>’s sidecar (its pod, the peer address, a NetworkPolicy, TLS); on replication, this pod’s broker (its REPLICATION listener). Followers cannot fetch through it: its partitions fall out of the ISR. The sidecar logs `upstream unreachable` or `upstream TLS handshake failed` with the reason.',
+  },
+  {
+    // A refused handshake on a replication path is never the healthy case: the mutual-TLS peers
+    // of one cluster are issued by one CA. Refusals on the client ingress are left out (any client
+    // can knock there).
+    alert: 'WalproxyReplicationTlsFailures',
+    value: (w) =>
+      `sum by (instance, listener) (rate(walproxy_listener_tls_handshake_failures_total{listener=~"replication|zone-ingress"}[${w}]) or rate(walproxy_listener_upstream_tls_handshake_failures_total{listener=~"egress-.*|zone-egress-.*"}[${w}]))`,
+    condition: '> 0',
+    for: '10m',
+    severity: 'warning',
+    summary: 'TLS handshakes fail on {{ $labels.listener }} of {{ $labels.instance }}',
+    description:
+      'TLS handshakes between sidecars fail on {{ $labels.listener }} ({{ $value | humanize }}/s): an expired or not-yet-valid certificate, one from another CA, a name that does not match (--peer-tls-server-name, --peer-tls-verify-hostname) or a missing client certificate. The sidecar logs `TLS client refused: <reason>` (ingress) or `upstream TLS handshake failed: <reason>` (egress). Replication through that path stops.',
+  },
+  {
+    alert: 'WalproxyCertificateExpiring',
+    value: () => 'min by (instance, tls, file) (walproxy_tls_certificate_expiry_seconds)',
+    condition: `< ${CERTIFICATE_WARN_DAYS * 86_400}`,
+    for: '10m',
+    severity: 'warning',
+    summary:
+      'A TLS certificate of {{ $labels.instance }} ({{ $labels.tls }}, {{ $labels.file }}) expires in {{ $value | humanizeDuration }}',
+    description:
+      'The {{ $labels.file }} file of the {{ $labels.tls }} identity holds a certificate that expires in {{ $value | humanizeDuration }} (negative: expired). Peers and clients refuse an expired certificate and replication over mutual TLS stops. Renew it: the sidecar reloads the files within a second of them changing (no restart), and this clears.',
+  },
+  {
     // What walproxy's replication cost beyond stock over the last hour, only where WAL objects were
     // uploaded in it: without WAL traffic there is nothing to price (an idle or all-inline cluster
     // saves exactly 0, docs/cost.md).
@@ -229,5 +332,5 @@ export const ALERTS: readonly AlertSpec[] = [
 /** The PromQL of one rule: its value over `window`, then its condition, then where it applies. */
 export function alertExpr(alert: AlertSpec, window = '5m'): string {
   const expr = `(${alert.value(window)}) ${alert.condition}`;
-  return alert.onlyIf ? `${expr} and on(instance) (${alert.onlyIf(window)})` : expr;
+  return alert.onlyIf ? `${expr} and on(${alert.onlyIfOn ?? 'instance'}) (${alert.onlyIf(window)})` : expr;
 }

@@ -197,6 +197,50 @@ const replication: RowSpec = {
         },
       ],
     },
+    {
+      title: 'Under-replicated partitions',
+      description:
+        "Partitions each sidecar's broker leads whose ISR is smaller than their replica set, from the Metadata the sidecar reads every 30 s (Kafka's UnderReplicatedPartitions). Above 0 for minutes: a follower fell behind or is gone (WalproxyUnderReplicatedPartitions).",
+      kind: 'timeseries',
+      unit: 'short',
+      queries: [
+        { expr: `max by (instance) (walproxy_partitions_under_replicated${sel()})`, legend: '{{instance}}' },
+      ],
+    },
+    {
+      title: 'Replication path failures',
+      description:
+        "Failed connects upstream on the replication listeners (replication: this pod's broker; egress-<id>: broker <id>'s sidecar), and TLS handshakes that failed between sidecars. Any that lasts: followers cannot fetch through that path.",
+      kind: 'timeseries',
+      unit: 'ops',
+      queries: [
+        {
+          expr: `sum by (instance, listener) (${rate('walproxy_listener_upstream_connect_failures_total', 'listener=~"replication|egress-.*"')})`,
+          legend: '{{instance}} {{listener}} connect',
+        },
+        {
+          expr: `sum by (instance, listener) (${rate('walproxy_listener_tls_handshake_failures_total', 'listener=~"replication|zone-ingress"')})`,
+          legend: '{{instance}} {{listener}} TLS refused',
+        },
+        {
+          expr: `sum by (instance, listener) (${rate('walproxy_listener_upstream_tls_handshake_failures_total', 'listener=~"egress-.*|zone-egress-.*"')})`,
+          legend: '{{instance}} {{listener}} TLS to peer',
+        },
+      ],
+    },
+    {
+      title: 'Certificates: time left',
+      description:
+        'Time until the earliest certificate of each TLS file a sidecar loaded expires, by identity and file (cert, ca). The sidecar reloads renewed files within a second; below 14 days WalproxyCertificateExpiring fires.',
+      kind: 'timeseries',
+      unit: 's',
+      queries: [
+        {
+          expr: `min by (instance, tls, file) (walproxy_tls_certificate_expiry_seconds${sel()})`,
+          legend: '{{instance}} {{tls}} {{file}}',
+        },
+      ],
+    },
   ],
 };
 

@@ -45,11 +45,13 @@ export interface AlertSpec {
   value: (window: string) => string;
   condition: string;
   /**
-   * Where the rule applies at all (a PromQL filter over the same `instance`s): the rule's
-   * expression becomes `(value) condition and on(instance) (onlyIf)`. `value` alone still returns
-   * series on any scraped sidecar.
+   * Where the rule applies at all (a PromQL filter over the same `instance`s, or `onlyIfOn`): the
+   * rule's expression becomes `(value) condition and on(instance) (onlyIf)`. `value` alone still
+   * returns series on any scraped sidecar.
    */
   onlyIf?: (window: string) => string;
+  /** The labels `onlyIf` is joined on; default `instance` (series of a sidecar). */
+  onlyIfOn?: string;
   /** How long the condition must hold (Prometheus duration). */
   for: string;
   severity: 'critical' | 'warning';
