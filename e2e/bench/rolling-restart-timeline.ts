@@ -42,6 +42,7 @@ function linesIn(
   to: number,
   pattern: RegExp,
   time: (l: string) => number | undefined,
+  maxChars = 260,
 ) {
   const text = fileOrText.includes('\n')
     ? fileOrText
@@ -52,7 +53,7 @@ function linesIn(
     .split('\n')
     .map((line) => ({ line, t: time(line) }))
     .filter((l) => l.t !== undefined && l.t >= from && l.t <= to && pattern.test(l.line))
-    .map((l) => `  +${l.t! - from} ${l.line.slice(0, 260)}`);
+    .map((l) => `  +${l.t! - from} ${l.line.slice(0, maxChars)}`);
 }
 
 const jsonTime = (line: string) => {
@@ -149,7 +150,10 @@ async function main(): Promise<void> {
     mkdirSync(OUT_DIR, { recursive: true });
     for (const w of windows) {
       const lines = stderrTails.flatMap((tail, i) =>
-        linesIn(tail, w.from - 50, w.to, /./, log4jTime).map((l) => `${TOPICS[i]} ${l}`),
+        // Whole lines: a Produce request's partitions are at the end of its DEBUG line.
+        linesIn(tail, w.from - 50, w.to, /./, log4jTime, Number.POSITIVE_INFINITY).map(
+          (l) => `${TOPICS[i]} ${l}`,
+        ),
       );
       const file = path.join(OUT_DIR, `${w.label.replace(' ', '-')}.producers.log`);
       writeFileSync(file, `${lines.join('\n')}\n`);
