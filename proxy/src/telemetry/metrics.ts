@@ -18,6 +18,15 @@ import type {
 import type { TelemetrySources } from './sources.js';
 
 const MS_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
+
+/** A duration histogram in ms with walproxy's buckets (every room's durations use the same ones). */
+export function msHistogram(meter: Meter, name: string, description: string): Histogram {
+  return meter.createHistogram(name, {
+    unit: 'ms',
+    description,
+    advice: { explicitBucketBoundaries: MS_BUCKETS },
+  });
+}
 const SIZE_BUCKETS = [
   16 << 10,
   64 << 10,
@@ -46,12 +55,7 @@ export class ChannelMetrics {
   readonly refused;
 
   constructor(meter: Meter) {
-    const ms = (name: string, description: string) =>
-      meter.createHistogram(name, {
-        unit: 'ms',
-        description,
-        advice: { explicitBucketBoundaries: MS_BUCKETS },
-      });
+    const ms = (name: string, description: string) => msHistogram(meter, name, description);
     this.objectSize = meter.createHistogram('walproxy.wal.object.size', {
       unit: 'By',
       description: 'Size of each sealed WAL object, by seal reason (size, linger, flush)',

@@ -6,8 +6,7 @@ import type { Attributes, Histogram, Meter, ObservableResult } from '@openteleme
 import type { ZoneProduceFillEvent, ZoneProduceStoreEvent } from '../zone/channels.js';
 import type { ZoneRouteStats } from '../zone/zone-route-filter.js';
 import type { ZoneRoutingStats } from '../zone/zone-routing.js';
-
-const MS_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
+import { msHistogram } from './metrics.js';
 
 type Observe = (result: ObservableResult<Attributes>) => void;
 
@@ -136,12 +135,7 @@ export class ZoneChannelMetrics {
   readonly fill: Histogram;
 
   constructor(meter: Meter) {
-    const ms = (name: string, description: string) =>
-      meter.createHistogram(name, {
-        unit: 'ms',
-        description,
-        advice: { explicitBucketBoundaries: MS_BUCKETS },
-      });
+    const ms = (name: string, description: string) => msHistogram(meter, name, description);
     this.store = ms(
       'walproxy.zone.produce.store.duration',
       'Producer side: time a zone-local Produce waited for its batches’ store write, by outcome (stored, failed: sent as bytes)',
