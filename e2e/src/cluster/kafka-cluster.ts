@@ -14,7 +14,6 @@ import {
 } from './paths.js';
 import { findFreeBase, type PortPlan, portPlan } from './ports.js';
 import { ManagedProcess } from './process.js';
-import { SIDECAR_MALLOC_ENV } from './sidecar-malloc.js';
 import {
   brokerListenerSettings,
   brokerQuorumVoters,
@@ -22,6 +21,7 @@ import {
   egressBrokerIds,
   sidecarFlags,
 } from './topology-rules.js';
+import { SIDECAR_MALLOC_ENV } from './wal-settings.js';
 
 export const BROKER_IDS = [1, 2, 3] as const;
 export const CONTROLLER_ID = 100;
