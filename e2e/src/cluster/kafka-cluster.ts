@@ -21,7 +21,6 @@ import {
   egressBrokerIds,
   sidecarFlags,
 } from './topology-rules.js';
-import { SIDECAR_MALLOC_ENV } from './wal-settings.js';
 
 export const BROKER_IDS = [1, 2, 3] as const;
 export const CONTROLLER_ID = 100;
@@ -322,20 +321,8 @@ export class KafkaCluster {
   private async boot(): Promise<void> {
     mkdirSync(path.join(this.workDir, 'tmp'), { recursive: true });
     const reload4j = kafkaLogging(this.version) === 'reload4j';
-    // Diagnosis (e2e/bench/rolling-restart-timeline.ts): BROKER_DEBUG_LOGGERS="a.b.C,d.e" logs
-    // those loggers at DEBUG in every broker's and the controller's server.log.
-    const debugLoggers = (process.env.BROKER_DEBUG_LOGGERS ?? '').split(',').filter(Boolean);
-    if (reload4j)
-      writeFileSync(
-        path.join(this.workDir, 'log4j.properties'),
-        LOG4J1 + debugLoggers.map((l) => `log4j.logger.${l}=DEBUG\n`).join(''),
-      );
-    else
-      writeFileSync(
-        path.join(this.workDir, 'log4j2.properties'),
-        LOG4J2 +
-          debugLoggers.map((l, i) => `logger.debug${i}.name=${l}\nlogger.debug${i}.level=DEBUG\n`).join(''),
-      );
+    if (reload4j) writeFileSync(path.join(this.workDir, 'log4j.properties'), LOG4J1);
+    else writeFileSync(path.join(this.workDir, 'log4j2.properties'), LOG4J2);
     writeFileSync(
       path.join(this.workDir, 'controller.properties'),
       properties({
@@ -524,8 +511,6 @@ export class KafkaCluster {
       path.join(logDir, 'sidecar.log'),
       {
         ...sidecarProcessEnv(process.env),
-        // As the image and the chart run it (deploy/docker/Dockerfile).
-        ...SIDECAR_MALLOC_ENV,
         WALPROXY_LOG_LEVEL: process.env.WALPROXY_LOG_LEVEL ?? 'info',
         ...this.options.sidecarEnv,
         ...extraEnv,

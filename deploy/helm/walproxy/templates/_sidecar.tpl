@@ -86,12 +86,6 @@ args:
 env:
   - name: POD_NAME
     valueFrom: { fieldRef: { fieldPath: metadata.name } }
-  # glibc malloc as the image sets it, for images built otherwise (docs/deploy.md, "Memory"):
-  # freed object-sized buffers go back to the kernel instead of raising RSS for good.
-  - name: MALLOC_MMAP_THRESHOLD_
-    value: "131072"
-  - name: MALLOC_ARENA_MAX
-    value: "2"
   {{- with include "walproxy.memoryBytes" $w.resources.limits.memory }}
   # V8's heap gets its share of the container's limit, 44 % (proxy/src/memory-budget.ts;
   # docs/deploy.md, "Memory"); walproxy reads the limit itself from its cgroup and sizes every
