@@ -321,8 +321,20 @@ export class KafkaCluster {
   private async boot(): Promise<void> {
     mkdirSync(path.join(this.workDir, 'tmp'), { recursive: true });
     const reload4j = kafkaLogging(this.version) === 'reload4j';
-    if (reload4j) writeFileSync(path.join(this.workDir, 'log4j.properties'), LOG4J1);
-    else writeFileSync(path.join(this.workDir, 'log4j2.properties'), LOG4J2);
+    // Diagnosis (e2e/bench/rolling-restart-timeline.ts): BROKER_DEBUG_LOGGERS="a.b.C,d.e" logs
+    // those loggers at DEBUG in every broker's and the controller's server.log.
+    const debugLoggers = (process.env.BROKER_DEBUG_LOGGERS ?? '').split(',').filter(Boolean);
+    if (reload4j)
+      writeFileSync(
+        path.join(this.workDir, 'log4j.properties'),
+        LOG4J1 + debugLoggers.map((l) => `log4j.logger.${l}=DEBUG\n`).join(''),
+      );
+    else
+      writeFileSync(
+        path.join(this.workDir, 'log4j2.properties'),
+        LOG4J2 +
+          debugLoggers.map((l, i) => `logger.debug${i}.name=${l}\nlogger.debug${i}.level=DEBUG\n`).join(''),
+      );
     writeFileSync(
       path.join(this.workDir, 'controller.properties'),
       properties({
