@@ -15,7 +15,7 @@ import {
   type ZoneProduceStoreEvent,
 } from '../../src/zone/channels.js';
 import { ProduceFillFilter } from '../../src/zone/produce-fill.js';
-import type { ZoneProduceStats } from '../../src/zone/zone-produce-stats.js';
+import { newZoneProduceStats } from '../../src/zone/zone-produce-stats.js';
 import type { ZoneRouteStats } from '../../src/zone/zone-route-filter.js';
 import type { ZoneRoutingStats } from '../../src/zone/zone-routing.js';
 import { fakeSources } from './fixtures.js';
@@ -38,35 +38,6 @@ const routeStats = (): ZoneRouteStats => ({
   requestsNotDecoded: 0,
 });
 
-const referenceStats = (): ZoneProduceStats => ({
-  requestsReferenced: 0,
-  batchesReferenced: 0,
-  bytesReferenced: 0,
-  batchesAsBytes: {
-    notZoneLocal: 0,
-    unknownTopicId: 0,
-    notAcceptedYet: 0,
-    acksZero: 0,
-    notOneBatch: 0,
-    storeUnusable: 0,
-    storeFailed: 0,
-    leaderFallback: 0,
-    connectionFallback: 0,
-    notAuthenticated: 0,
-    sameZone: 0,
-    unsupportedVersion: 0,
-  },
-  fallbacksStarted: 0,
-  connectionFallbacksStarted: 0,
-  requestsNotDecoded: 0,
-  requestsHeldForLogin: 0,
-  refusalsRewritten: 0,
-  clientReferencesNeutralized: 0,
-  storeMsTotal: 0,
-  storeCount: 0,
-  storeMsMax: 0,
-});
-
 let current: Telemetry | undefined;
 afterEach(async () => {
   await current?.stop();
@@ -78,7 +49,7 @@ function setup() {
     clientIngress: routeStats(),
     zoneListeners: routeStats(),
     produce: {
-      references: referenceStats(),
+      references: newZoneProduceStats(),
       // The leader side's own stats object, so the test has every field it has.
       fill: new ProduceFillFilter({ readerFor: () => undefined, log: createLogger('silent') }).stats,
     },
