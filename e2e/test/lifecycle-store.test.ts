@@ -19,6 +19,8 @@ let moto: MotoServer;
 let cluster: KafkaCluster;
 let failed = false;
 let frozen = false;
+/** Running producers, stopped in afterAll: a failed assertion must not leave their JVMs running. */
+let producers: ReturnType<typeof startVerifiableProducer>[] = [];
 
 beforeAll(async () => {
   moto = await startMoto();
@@ -26,7 +28,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (frozen) process.kill(moto.pid, 'SIGCONT');
-  await cluster?.stop({ keepLogs: failed });
+  await Promise.allSettled(producers.map((p) => p.stop()));
+  await cluster?.stop({ keepLogs: failed || process.env.WALPROXY_KEEP_LOGS === '1' });
   await moto?.stop();
 });
 
@@ -87,7 +90,7 @@ describe('the sidecars’ lifecycle does not wait for the store', () => {
       // And the brokers' partitions are producible, WAL topics included (they replicate inline)
       const topics = ['wal-nodurable-lifecycle', 'lifecycle-plain'];
       for (const topic of topics) await createTopic(bootstrap, topic, { partitions: 3 });
-      const producers = topics.map((topic) =>
+      producers = topics.map((topic) =>
         startVerifiableProducer({
           bootstrap,
           topic,

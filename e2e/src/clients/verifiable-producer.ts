@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { kafkaLibDir, kafkaVersion } from '../cluster/paths.js';
+import { killWithHarness } from '../cluster/process.js';
 import { propertiesFile, runKafkaTool, toolsLogFlag } from './java-tools.js';
 
 /** One acknowledged send, as the producer's callback reported it. */
@@ -134,6 +135,7 @@ export function startVerifiableProducer(opts: VerifiableProducerOptions): Runnin
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
+  killWithHarness(child);
   // Parsed line by line as it arrives: a test polling the acknowledgements of a producer that
   // runs for minutes must not parse its whole output on every poll.
   const events: Pick<VerifiableProducerResult, 'acknowledged' | 'failed'> = { acknowledged: [], failed: [] };

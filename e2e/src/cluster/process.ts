@@ -91,7 +91,18 @@ export class ManagedProcess {
   }
 }
 
-const liveProcesses = new Set<ManagedProcess>();
+const liveProcesses = new Set<{ readonly pid?: number | undefined }>();
+
+/**
+ * Registers a child spawned outside ManagedProcess (a client tool's JVM) for the same end: killed
+ * when the harness's process exits, whichever way. Without it a test that fails before stopping
+ * its producers leaves their JVMs loading the machine for their whole timeout (minutes), and the
+ * e2e files after it measure on a busier machine than they think.
+ */
+export function killWithHarness(child: ChildProcess): void {
+  liveProcesses.add(child);
+  child.once('exit', () => liveProcesses.delete(child));
+}
 
 // Whatever way the harness's own process ends, it takes its children with it: no orphan JVMs.
 process.once('exit', () => {
