@@ -127,6 +127,12 @@ export function startVerifiableProducer(opts: VerifiableProducerOptions): Runnin
     [
       '-Xmx256m',
       '-XX:+UseSerialGC',
+      // C1 only, as the brokers and the other tools run in the tests (kafka-cluster.ts): at a
+      // few hundred records a second C2 buys nothing, and its compiler threads took ~0.5 of a
+      // core per producer for the first ~30 s (profiled beside a sidecar restart in
+      // lifecycle-store), which the cluster under test then did not get. The producer is the
+      // instrument here, not what is measured.
+      '-XX:TieredStopAtLevel=1',
       toolsLogFlag(kafkaVersion()),
       '-cp',
       `${kafkaLibDir()}/*`,
