@@ -15,6 +15,49 @@ import { build } from 'esbuild';
 
 const here = (relative) => fileURLToPath(new URL(relative, import.meta.url));
 
+/**
+ * Packages whose module body does costly work at load that only `--help` needs: string-width
+ * (both copies, yargs' and cliui's) builds an Intl.Segmenter and a \p{RGI_Emoji} RegExp when it
+ * is evaluated, ~25 ms of CPU on an idle start and several times that on a busy node, before the
+ * listeners open (issue #12: ready within 2 s). Each importer gets a stand-in with the same
+ * default export that evaluates the real module on its first call; the real one stays in the
+ * bundle, wrapped by esbuild in a lazy initializer because it is require()d. (A package whose
+ * exports are not just a default function cannot be deferred this way.)
+ */
+const DEFERRED_DEFAULT_EXPORTS = ['string-width'];
+
+const deferEvaluation = {
+  name: 'defer-evaluation',
+  setup(build) {
+    const filter = new RegExp(`^(${DEFERRED_DEFAULT_EXPORTS.join('|')})$`);
+    build.onResolve({ filter }, async (args) => {
+      if (args.pluginData?.deferred) return undefined; // the stand-in's own require(): the real module
+      const real = await build.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: { deferred: true },
+      });
+      if (real.errors.length > 0) return { errors: real.errors };
+      return {
+        path: real.path,
+        namespace: 'deferred',
+        pluginData: { specifier: args.path, resolveDir: args.resolveDir },
+      };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'deferred' }, (args) => ({
+      resolveDir: args.pluginData.resolveDir,
+      contents:
+        `let real;\n` +
+        `export default function deferred(...args) {\n` +
+        `  real ??= require(${JSON.stringify(args.pluginData.specifier)}).default;\n` +
+        `  return real(...args);\n` +
+        `}\n`,
+      pluginData: { deferred: true },
+    }));
+  },
+};
+
 /** The esbuild options, shared with the test that checks what the entry chunk holds. */
 export const BUNDLE_OPTIONS = {
   entryPoints: { walproxy: here('./dist/cli/main.js') },
@@ -34,6 +77,7 @@ export const BUNDLE_OPTIONS = {
     js: "import { createRequire as walproxyCreateRequire } from 'node:module'; const require = walproxyCreateRequire(import.meta.url);",
   },
   logLevel: 'warning',
+  plugins: [deferEvaluation],
 };
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

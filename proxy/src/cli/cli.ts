@@ -2,6 +2,7 @@
 // command's --help into docs/cli.md from the same definitions.
 import { readFileSync } from 'node:fs';
 import yargs, { type Argv } from 'yargs';
+import { loadConfigFileParser, namesConfigFile } from './config-file.js';
 import { costOptions, runCost } from './cost-command.js';
 import { runSidecar, sidecarOptions } from './sidecar-command.js';
 import { EXIT_CONFIG_ERROR } from './terminal.js';
@@ -39,6 +40,12 @@ function skipHelpRendering(cli: Argv): Argv {
 
 export function buildCli(args: string[]): Argv {
   return skipHelpRendering(buildCommands(args));
+}
+
+/** Parses `args` and runs the command they name (main.ts): buildCli, plus what it loads first. */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  if (namesConfigFile(args, env)) await loadConfigFileParser();
+  await buildCli(args).parseAsync();
 }
 
 function buildCommands(args: string[]): Argv {

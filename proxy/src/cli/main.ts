@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { hideBin } from 'yargs/helpers';
-import { buildCli } from './cli.js';
+import { runCli } from './cli.js';
 
 // The AWS SDK warns on every start under Node 20 that its 2027 releases will need Node 22. The
 // pinned SDK works on 20 and the container image runs a current LTS; keep stderr for errors an
@@ -12,4 +12,4 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
   (emitWarning as (...args: unknown[]) => void)(warning, ...rest);
 }) as typeof process.emitWarning;
 
-await buildCli(hideBin(process.argv)).parseAsync();
+await runCli(hideBin(process.argv));

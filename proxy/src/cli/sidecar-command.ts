@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import type { Argv } from 'yargs';
 import { boolOption } from '../config/flag-values.js';
 import { s3EncryptionFlagOptions, s3FlagOptions } from '../config/s3-flags.js';
@@ -9,25 +7,8 @@ import { parseTelemetryOptions, TELEMETRY_DEFAULTS } from '../config/telemetry-f
 import { zoneFlagOptions } from '../config/zone-flags.js';
 import { createLogger } from '../log.js';
 import { Sidecar, SidecarConfigError } from '../sidecar.js';
+import { readConfigFile } from './config-file.js';
 import { EXIT_CONFIG_ERROR } from './terminal.js';
-
-/**
- * Settings from a YAML (or JSON, a YAML subset) file: keys are the flag names, lists for
- * repeatable flags. Precedence: command-line flags, then WALPROXY_* variables, then the file,
- * then defaults.
- */
-export function readConfigFile(path: string): Record<string, unknown> {
-  let parsed: unknown;
-  try {
-    parsed = parseYaml(readFileSync(path, 'utf8'));
-  } catch (error) {
-    throw new Error(`--config ${path}: ${(error as Error).message.split('\n')[0]}`);
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new Error(`--config ${path}: expected a mapping of flag names to values`);
-  }
-  return parsed as Record<string, unknown>;
-}
 
 /** The flags of `walproxy sidecar`; each is also read from WALPROXY_<FLAG_IN_UPPER_SNAKE>. */
 export function sidecarOptions(yargs: Argv): Argv {

@@ -9,6 +9,10 @@ import { describe, expect, it } from 'vitest';
 // `make test-unit` builds first).
 import { BUNDLE_OPTIONS } from '../../bundle.mjs';
 
+/** The bundle `make build` writes, and the same program unbundled. */
+const BUNDLED_CLI = fileURLToPath(new URL('../../dist/cli/walproxy.mjs', import.meta.url));
+const UNBUNDLED_CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
 /** The packages whose code the entry chunk holds (own code as `(walproxy)`), with their bytes. */
 function packagesOf(output: Metafile['outputs'][string]): Map<string, number> {
   const bytes = new Map<string, number>();
@@ -44,6 +48,58 @@ describe('the bundled CLI', () => {
     );
     // And the entry stays small (4.1 MB when it held everything)
     expect(entry.bytes).toBeLessThan(1_500_000);
+  });
+
+  it('leaves the YAML parser out of the entry, and still reads a --config file, named as a flag or by WALPROXY_CONFIG', async () => {
+    // Given the bundle's entry chunk
+    const result = await build({ ...BUNDLE_OPTIONS, write: false, metafile: true, logLevel: 'silent' });
+    const [, entry] = Object.entries(result.metafile.outputs).find(([file]) =>
+      file.endsWith('dist/cli/walproxy.mjs'),
+    )!;
+    // Then yaml (~250 KB) is not in it
+    expect([...packagesOf(entry).keys()]).not.toContain('yaml');
+
+    // And the bundled CLI (as `make build` wrote it) reads a config file all the same
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-bundle-'));
+    try {
+      const file = path.join(dir, 'walproxy.yaml');
+      writeFileSync(file, 'broker-id: 7\nclient-listen: 127.0.0.1:1\nlog-level: from-file\n');
+      for (const [args, env] of [
+        [['sidecar', `--config=${file}`], {}],
+        [['sidecar'], { WALPROXY_CONFIG: file }],
+      ] as const) {
+        const run = spawnSync(process.execPath, [BUNDLED_CLI, ...args], {
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH, ...env },
+        });
+        expect(run.status).toBe(2);
+        expect(run.stderr).toContain("--log-level: 'from-file' is not one of");
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('does not evaluate string-width at start (an Intl.Segmenter and an emoji RegExp: ~25 ms), and --help lays out as unbundled', () => {
+    // Given the bundled CLI, run with Intl.Segmenter counted
+    const counting = `data:text/javascript,${encodeURIComponent(
+      'const S = Intl.Segmenter; let n = 0;' +
+        'Intl.Segmenter = class extends S { constructor(...a) { super(...a); n++; } };' +
+        "process.on('exit', () => process.stderr.write('segmenters=' + n + '\\n'));",
+    )}`;
+    const count = (args: string[]) =>
+      spawnSync(process.execPath, ['--import', counting, BUNDLED_CLI, ...args], { encoding: 'utf8' });
+
+    // When it runs a command that prints no help, Then no Segmenter was built
+    const version = count(['version']);
+    expect(version.stdout).toMatch(/^walproxy /);
+    expect(version.stderr).toContain('segmenters=0');
+    // And --help, which measures text widths, still builds one and lays out exactly as the
+    // unbundled CLI does
+    const help = count(['sidecar', '--help']);
+    expect(help.stderr).not.toContain('segmenters=0');
+    const unbundled = spawnSync(process.execPath, [UNBUNDLED_CLI, 'sidecar', '--help'], { encoding: 'utf8' });
+    expect(help.stdout).toBe(unbundled.stdout);
   });
 
   it('gives the lazily loaded kafkajs chunk its exports: the metadata publisher can build its client', async () => {

@@ -186,6 +186,27 @@ describe('walproxy sidecar --config', () => {
     }
   });
 
+  it('reads the file however it is named: --config <file>, --config=<file> or WALPROXY_CONFIG', async () => {
+    // (The YAML parser is loaded only when a file is named: each way of naming one must load it.)
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-config-'));
+    const file = path.join(dir, 'walproxy.yaml');
+    writeFileSync(file, ['broker-id: 7', 'client-listen: 127.0.0.1:1', 'log-level: from-file'].join('\n'));
+    try {
+      for (const [args, env] of [
+        [['sidecar', '--config', file], {}],
+        [['sidecar', `--config=${file}`], {}],
+        [['sidecar'], { WALPROXY_CONFIG: file }],
+      ] as const) {
+        const { code, stderr } = await run([...args], env);
+        expect(code).toBe(2);
+        expect(stderr).toContain("--log-level: 'from-file' is not one of");
+        expect(stderr).not.toContain('--client-listen: is required');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('names the file and the problem when it is not YAML', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'walproxy-config-'));
     const file = path.join(dir, 'broken.yaml');
