@@ -35,7 +35,7 @@ export {
   type ObjectStoreOptions,
   openObjectStore,
 } from './store/index.js';
-export { encodeKey, resolveS3Signing, type S3Signing } from './store/s3-data-path.js';
+export { encodeKey, resolveS3Signing, type S3Signing } from './store/s3-signing.js';
 export type { TelemetryInit } from './telemetry/index.js';
 export {
   ALERTS,

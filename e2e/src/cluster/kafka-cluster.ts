@@ -1,3 +1,6 @@
+// Over the 600 lines scripts/check-imports.mjs allows (its allow-list says so too): one class that
+// starts a whole cluster — controller, brokers, sidecars, their properties and listener wiring —
+// which every e2e test uses; not split yet because its parts share the port plan and work dir.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

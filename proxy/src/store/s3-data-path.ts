@@ -25,14 +25,13 @@ import {
   type RequestOptions,
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { crc32 } from 'node:zlib';
-import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { SignatureV4SignWithCredentials } from '@aws-sdk/signature-v4-multi-region';
-import { getEndpointFromInstructions } from '@smithy/core/endpoints';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { ObjectStoreError } from './errors.js';
 import { abortedError, type ByteRange, type ObjectStoreCallOptions } from './object-store.js';
 import { classifyS3Error, type S3ErrorContext } from './s3-errors.js';
 import type { S3ExpressSession, S3ExpressSessions } from './s3-express-sessions.js';
+import { encodeKey, resolveS3Signing, type S3Signing } from './s3-signing.js';
+import { crc32Base64, type Finish, readInto, statusName, timeoutError, xmlText } from './s3-wire.js';
 
 export interface S3DataPathOptions {
   bucket: string;
@@ -89,93 +88,6 @@ const THROTTLING = new Set(['SlowDown', 'Throttling', 'ThrottlingException', 'To
  */
 const retryAnyway = new WeakSet<object>();
 
-/**
- * Where a bucket's requests go and how they are signed, from the client's config: the same
- * endpoint rules, auth scheme, credentials and signer as the SDK's own calls. Resolved once per store.
- */
-export interface S3Signing {
-  protocol: 'http:' | 'https:';
-  /** For `net.connect` (an IPv6 address without brackets). */
-  hostname: string;
-  port: number | undefined;
-  /** The Host header, as signed: hostname, and the port when it is not the scheme's default. */
-  host: string;
-  /** `''` (virtual-hosted) or `/bucket` (path-style); a key's path is `${basePath}/${encodeKey(key)}`. */
-  basePath: string;
-  /** `s3`, or `s3express` for directory buckets. */
-  signingName: string;
-  signingRegion: string;
-  /** S3 Express session auth (`sigv4-s3express`); else plain SigV4 with the client's credentials. */
-  session: boolean;
-  /** Send `x-amz-checksum-crc32` on puts (the SDK's `requestChecksumCalculation: WHEN_SUPPORTED`). */
-  checksum: boolean;
-  /**
-   * The headers to send: `headers` (which must hold `host` and `x-amz-content-sha256`) plus
-   * `x-amz-date`, `authorization` and, with a session, `x-amz-s3session-token`; with plain SigV4
-   * and temporary credentials, `x-amz-security-token`.
-   */
-  sign(
-    request: {
-      method: string;
-      path: string;
-      query?: Record<string, string>;
-      headers: Record<string, string>;
-    },
-    signingDate: Date,
-    session?: S3ExpressSession,
-  ): Promise<Record<string, string>>;
-}
-
-export async function resolveS3Signing(client: S3Client, bucket: string): Promise<S3Signing> {
-  const config = client.config;
-  // The Key is no endpoint parameter (the SDK's endpoint cache leaves it out): one answer per bucket.
-  const endpoint = await getEndpointFromInstructions(
-    { Bucket: bucket, Key: 'k' },
-    PutObjectCommand as unknown as Parameters<typeof getEndpointFromInstructions>[1],
-    config as unknown as Parameters<typeof getEndpointFromInstructions>[2],
-  );
-  const scheme = (
-    endpoint.properties?.authSchemes as
-      | { name?: string; signingName?: string; signingRegion?: string }[]
-      | undefined
-  )?.[0];
-  const url = endpoint.url;
-  const signingName = scheme?.signingName ?? 's3';
-  const signingRegion = scheme?.signingRegion ?? (await config.region());
-  const signer = new SignatureV4SignWithCredentials({
-    credentials: config.credentials,
-    region: signingRegion,
-    service: signingName,
-    sha256: config.sha256,
-    // S3 signs the path as sent, without a second round of URI encoding.
-    uriEscapePath: false,
-    applyChecksum: false,
-  });
-  const protocol = url.protocol === 'https:' ? 'https:' : 'http:';
-  const hostname = url.hostname.replace(/^\[|\]$/g, '');
-  const port = url.port === '' ? undefined : Number(url.port);
-  return {
-    protocol,
-    hostname,
-    port,
-    host: url.host,
-    // The S3 Express rules give `/bucket/` for an IP endpoint; the key adds its own `/`.
-    basePath: url.pathname.replace(/\/+$/, ''),
-    signingName,
-    signingRegion,
-    session: scheme?.name === 'sigv4-s3express',
-    checksum: (await config.requestChecksumCalculation()) === 'WHEN_SUPPORTED',
-    async sign(request, signingDate, session) {
-      const unsigned = { query: {}, ...request, protocol, hostname, port };
-      const signed =
-        session === undefined
-          ? await signer.sign(unsigned, { signingDate })
-          : await signer.signWithCredentials(unsigned, session, { signingDate });
-      return signed.headers;
-    },
-  };
-}
-
 /** A resolved signing plus the connection pool its requests go through. */
 interface Target extends S3Signing {
   request: typeof httpRequest;
@@ -187,8 +99,6 @@ interface ServiceErrorShape extends Error {
   $metadata: { httpStatusCode: number };
   $fault: 'client' | 'server';
 }
-
-type Finish<T> = (err: unknown, value?: T) => void;
 
 export class S3DataPath {
   readonly #client: S3Client;
@@ -602,85 +512,4 @@ export class S3DataPath {
       this.#inFlight.add(onAbort);
     });
   }
-}
-
-/** Copies the body into one Buffer of exactly `expected` bytes. */
-function readInto(res: IncomingMessage, expected: number, finish: Finish<Buffer>): void {
-  const out = Buffer.allocUnsafe(expected);
-  let filled = 0;
-  res.on('data', (chunk: Buffer) => {
-    // HTTP framing stops at Content-Length, so only a server that lies about it gets here.
-    if (filled + chunk.length > expected) {
-      return finish(new Error(`the body is longer than its Content-Length ${expected}`));
-    }
-    chunk.copy(out, filled);
-    filled += chunk.length;
-  });
-  res.on('end', () =>
-    filled === expected
-      ? finish(undefined, out)
-      : finish(
-          Object.assign(new Error(`the body ended after ${filled} of ${expected} bytes`), {
-            code: 'ECONNRESET',
-          }),
-        ),
-  );
-}
-
-/** The CRC32 S3 checks an upload against, base64 of its four big-endian bytes. */
-function crc32Base64(chunks: readonly Buffer[]): string {
-  let crc = 0;
-  for (const chunk of chunks) crc = crc32(chunk, crc);
-  const out = Buffer.allocUnsafe(4);
-  out.writeUInt32BE(crc >>> 0);
-  return out.toString('base64');
-}
-
-/**
- * The key as the SDK puts it in the path: each segment URI-encoded (RFC 3986, so `!'()*` too),
- * `/` kept; the signer signs this path as is.
- */
-export function encodeKey(key: string): string {
-  return key
-    .split('/')
-    .map((segment) =>
-      encodeURIComponent(segment).replace(
-        /[!'()*]/g,
-        (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
-      ),
-    )
-    .join('/');
-}
-
-function xmlText(xml: string, tag: string): string | undefined {
-  const match = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml);
-  if (match === null) return undefined;
-  return match[1]!
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&quot;/g, '"')
-    .replace(/&apos;/g, "'")
-    .replace(/&amp;/g, '&');
-}
-
-/** Names for answers without an error document (HEAD has no body), as the SDK names them. */
-function statusName(status: number): string {
-  switch (status) {
-    case 403:
-      return 'Forbidden';
-    case 404:
-      return 'NotFound';
-    case 412:
-      return 'PreconditionFailed';
-    case 416:
-      return 'InvalidRange';
-    case 503:
-      return 'ServiceUnavailable';
-    default:
-      return status >= 500 ? 'InternalError' : `HTTP${status}`;
-  }
-}
-
-function timeoutError(message: string): Error {
-  return Object.assign(new Error(message), { name: 'TimeoutError' });
 }

@@ -17,7 +17,7 @@ import {
 import { SignatureV4SignWithCredentials } from '@aws-sdk/signature-v4-multi-region';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { type ObjectStoreOptions, openObjectStore } from '../../src/store/index.js';
-import { encodeKey, resolveS3Signing } from '../../src/store/s3-data-path.js';
+import { encodeKey, resolveS3Signing } from '../../src/store/s3-signing.js';
 
 const BUCKET = 'walproxy-sign--use1-az4--x-s3';
 const REGION = 'us-east-1';
