@@ -103,6 +103,9 @@ async function main(): Promise<void> {
       await waitForFullIsr(cluster.bootstrap(), TOPICS);
       await new Promise((r) => setTimeout(r, 1_500));
       const to = from + WINDOW_MS;
+      // The window is read only once it has passed: an acknowledgement still to come would
+      // otherwise look like a stretch running to the window's end.
+      await new Promise((r) => setTimeout(r, Math.max(0, to - Date.now())));
       windows.push({ label: `${KIND} ${id}`, from, to });
       console.log(
         `\n=== ${STOCK ? 'stock ' : ''}${KIND} ${id}: SIGTERM at 0, exited +${stopped - from}, started +${started - from} ms`,
@@ -126,6 +129,20 @@ async function main(): Promise<void> {
         console.log(' sidecar log:');
         for (const l of linesIn(sidecarLog, from - 50, to, /./, jsonTime)) console.log(l);
       }
+      // A follower that fetched from the new leader before the leader applied the change is
+      // answered UNKNOWN_LEADER_EPOCH and sets the partition aside for replica.fetch.backoff.ms
+      // (docs/operations.md, "Found"); logged only with
+      // BROKER_DEBUG_LOGGERS=kafka.server.ReplicaFetcherThread.
+      const earlyFetches = BROKER_IDS.flatMap((b) =>
+        linesIn(
+          path.join(cluster.workDir, `broker-${b}`, 'logs', 'server.log'),
+          from,
+          to,
+          /smaller leader epoch/,
+          log4jTime,
+        ),
+      ).length;
+      console.log(` followers answered UNKNOWN_LEADER_EPOCH by a new leader: ${earlyFetches} partition(s)`);
       console.log(' brokers and controller:');
       const interesting =
         /fenc|Fenc|leader|Leader|Shutdown|shutdown|ISR|isr|NOT_LEADER|disconnect|Disconnect|unfenc|Unfenc|epoch/;
