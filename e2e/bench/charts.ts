@@ -8,9 +8,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as echarts from 'echarts';
 import { repoRoot } from '../src/cluster/paths.js';
+import type { RunStamp } from './run-stamp.js';
 
 /** `.runs/bench/replication.json` (issue #13): one entry per arm. */
 export interface ReplicationResults {
+  run?: RunStamp;
   arms: Record<
     string,
     {
@@ -28,11 +30,13 @@ export interface ReplicationResults {
 
 /** `.runs/bench/pass-through.json` (issue #13). */
 export interface PassThroughResults {
+  run?: RunStamp;
   arms: Record<string, { produce_cpu_s_per_gib?: number; consume_cpu_s_per_gib?: number }>;
 }
 
 /** `.runs/bench/cost.json` (issue #14): one entry per rate per broker. */
 export interface CostResults {
+  run?: RunStamp;
   rates: Array<{
     mbps_per_broker: number;
     object_bytes_p50?: number;
@@ -42,10 +46,36 @@ export interface CostResults {
   }>;
 }
 
+/** `.runs/bench/soak.json` (issues #12, #24): the fields the chart reads. */
+export interface SoakChartResults {
+  /** When the run started (results recorded before `run` existed have only this). */
+  date: string;
+  run?: RunStamp;
+  settings: { steady_from_s: number; batches_per_s_per_broker_target?: number };
+  sidecars: Array<{
+    broker_id: number;
+    peak_rss_mb: number;
+    flatness: { slope_mb_per_min: number } | null;
+    series: Array<{ t_s: number; rss_mb: number }>;
+  }>;
+}
+
 export interface BenchResults {
   replication?: ReplicationResults;
   passThrough?: PassThroughResults;
   cost?: CostResults;
+  soak?: SoakChartResults;
+}
+
+/** The soak's goal for a sidecar's peak RSS at the 512Mi defaults (issue #24). */
+const SOAK_PEAK_GOAL_MB = 256;
+
+/** "run 2026-12-04 22:56 UTC at 2661fdc": which run a chart shows, from its result file. */
+export function runLine(run: RunStamp | undefined, date?: string): string {
+  const started = run?.started ?? date;
+  if (started === undefined) return 'run: date and commit not recorded';
+  const when = `${started.slice(0, 10)} ${started.slice(11, 16)} UTC`;
+  return `run ${when} at ${run?.commit ?? 'a commit not recorded'}`;
 }
 
 const WIDTH = 720;
@@ -65,9 +95,9 @@ function svg(option: echarts.EChartsCoreOption): string {
 /** One colour per arm, so an arm's p50 and p99 lines match. */
 const PALETTE = ['#5470c6', '#91cc75', '#ee6666', '#73c0de', '#fac858', '#9a60b4'];
 const xName = (name: string) => ({ name, nameLocation: 'middle', nameGap: 28 });
-const title = (text: string, subtext?: string) => ({
+const title = (text: string, subtext: string, run: string) => ({
   text,
-  subtext,
+  subtext: `${subtext}\n${run}`,
   left: 'center',
   textStyle: { fontSize: 15 },
 });
@@ -88,9 +118,13 @@ function latencyVsRate(r: ReplicationResults): string {
     })),
   );
   return svg({
-    title: title('Produce latency vs rate, per arm', 'acks=all, three zones (replication benchmark)'),
+    title: title(
+      'Produce latency vs rate, per arm',
+      'acks=all, three zones (replication benchmark)',
+      runLine(r.run),
+    ),
     legend: { bottom: 0 },
-    grid: { top: 70, bottom: 95, left: 60, right: 30 },
+    grid: { top: 85, bottom: 95, left: 60, right: 30 },
     xAxis: { type: 'value', ...xName('MB/s'), min: 0, max: 6 },
     yAxis: { type: 'value', name: 'ms' },
     series,
@@ -101,8 +135,8 @@ function latencyVsRate(r: ReplicationResults): string {
 function cpuPerGb(r: ReplicationResults): string {
   const arms = Object.entries(r.arms).filter(([, a]) => a.sidecar_cpu_s_per_gb !== undefined);
   return svg({
-    title: title('Sidecar CPU per GB produced, per arm', 'replication benchmark'),
-    grid: { top: 70, bottom: 40, left: 60, right: 30 },
+    title: title('Sidecar CPU per GB produced, per arm', 'replication benchmark', runLine(r.run)),
+    grid: { top: 85, bottom: 40, left: 60, right: 30 },
     xAxis: { type: 'category', data: arms.map(([arm]) => arm) },
     yAxis: { type: 'value', name: 'CPU s / GB' },
     series: [
@@ -119,9 +153,9 @@ function cpuPerGb(r: ReplicationResults): string {
 function passThroughCpu(r: PassThroughResults): string {
   const arms = Object.keys(r.arms);
   return svg({
-    title: title('Pass-through CPU per GiB', 'a bare TCP pipe vs walproxy, same traffic'),
+    title: title('Pass-through CPU per GiB', 'a bare TCP pipe vs walproxy, same traffic', runLine(r.run)),
     legend: { bottom: 0 },
-    grid: { top: 70, bottom: 60, left: 60, right: 30 },
+    grid: { top: 85, bottom: 60, left: 60, right: 30 },
     xAxis: { type: 'category', data: ['produce', 'consume'] },
     yAxis: { type: 'value', name: 'CPU s / GiB' },
     series: arms.map((arm) => ({
@@ -133,40 +167,110 @@ function passThroughCpu(r: PassThroughResults): string {
   });
 }
 
-/** Saved share of stock replication cost vs rate per broker, with the added p99 latency. */
+/**
+ * Saved share of stock replication cost vs rate per broker, one line per latency budget, with the
+ * added p99 latency on the right axis.
+ */
 function savedVsRate(r: CostResults): string {
   const rates = [...r.rates].sort((a, b) => a.mbps_per_broker - b.mbps_per_broker);
-  const withLatency = rates.filter((x) => x.p99_added_ms !== undefined);
+  const budgets = [...new Set(rates.map((x) => x.budget_ms))].sort((a, b) => (a ?? 0) - (b ?? 0));
+  const label = (budget: number | undefined) => (budget === undefined ? '' : ` (${budget} ms budget)`);
   return svg({
-    title: title('Saved vs rate per broker', 'share of stock replication cost saved; added p99 latency'),
+    title: title(
+      'Saved vs rate per broker',
+      'share of stock replication cost saved; added p99 latency',
+      runLine(r.run),
+    ),
     legend: { bottom: 0 },
-    grid: { top: 70, bottom: 75, left: 60, right: 60 },
+    grid: { top: 85, bottom: 75, left: 60, right: 60 },
     xAxis: { type: 'log', ...xName('MB/s per broker'), logBase: 10 },
     yAxis: [
       { type: 'value', name: 'saved %', max: 100 },
       { type: 'value', name: 'added p99 ms', position: 'right', splitLine: { show: false } },
     ],
-    series: [
-      {
-        name: 'saved %',
-        type: 'line',
-        symbolSize: 7,
-        data: rates.map((x) => [x.mbps_per_broker, Math.round(1000 * x.saved_fraction) / 10]),
-        markLine: { silent: true, symbol: 'none', data: [{ yAxis: 0 }], lineStyle: { color: '#c00' } },
-      },
-      ...(withLatency.length > 0
-        ? [
-            {
-              name: 'added p99 ms',
-              type: 'line',
-              yAxisIndex: 1,
-              symbolSize: 7,
-              lineStyle: { type: 'dashed' },
-              data: withLatency.map((x) => [x.mbps_per_broker, x.p99_added_ms]),
+    series: budgets.flatMap((budget, i) => {
+      const mine = rates.filter((x) => x.budget_ms === budget);
+      const withLatency = mine.filter((x) => x.p99_added_ms !== undefined);
+      const color = PALETTE[i % PALETTE.length];
+      return [
+        {
+          name: `saved %${label(budget)}`,
+          type: 'line',
+          symbolSize: 7,
+          color,
+          data: mine.map((x) => [x.mbps_per_broker, Math.round(1000 * x.saved_fraction) / 10]),
+          ...(i === 0
+            ? {
+                markLine: {
+                  silent: true,
+                  symbol: 'none',
+                  data: [{ yAxis: 0 }],
+                  lineStyle: { color: '#c00' },
+                },
+              }
+            : {}),
+        },
+        ...(withLatency.length > 0
+          ? [
+              {
+                name: `added p99 ms${label(budget)}`,
+                type: 'line',
+                yAxisIndex: 1,
+                symbolSize: 7,
+                color,
+                lineStyle: { type: 'dashed' },
+                data: withLatency.map((x) => [x.mbps_per_broker, x.p99_added_ms]),
+              },
+            ]
+          : []),
+      ];
+    }),
+  });
+}
+
+/** Each sidecar's RSS over the soak, against the peak goal, from the steady window's start on marked. */
+function soakRss(r: SoakChartResults): string {
+  const steadyMin = r.settings.steady_from_s / 60;
+  const rate = r.settings.batches_per_s_per_broker_target;
+  return svg({
+    title: title(
+      'Sidecar RSS over the memory soak',
+      `3 sidecars at the 512Mi defaults${rate ? `, ${rate} batches/s per broker asked` : ''}; slope from minute ${Math.round(steadyMin)}`,
+      runLine(r.run, r.date),
+    ),
+    legend: { bottom: 0 },
+    grid: { top: 85, bottom: 75, left: 60, right: 30 },
+    xAxis: { type: 'value', ...xName('minutes'), min: 0 },
+    yAxis: {
+      type: 'value',
+      name: 'RSS MB',
+      min: 0,
+      max: Math.max(SOAK_PEAK_GOAL_MB + 24, ...r.sidecars.map((c) => c.peak_rss_mb)),
+    },
+    series: r.sidecars.map((c, i) => ({
+      name: `sidecar ${c.broker_id}: ${c.flatness ? `${c.flatness.slope_mb_per_min} MB/min` : 'no slope'}, peak ${c.peak_rss_mb} MB`,
+      type: 'line',
+      showSymbol: false,
+      color: PALETTE[i % PALETTE.length],
+      data: c.series.map((p) => [Math.round((p.t_s / 60) * 100) / 100, p.rss_mb]),
+      ...(i === 0
+        ? {
+            markLine: {
+              silent: true,
+              symbol: 'none',
+              lineStyle: { color: '#c00' },
+              data: [
+                { yAxis: SOAK_PEAK_GOAL_MB, label: { formatter: `peak goal ${SOAK_PEAK_GOAL_MB} MB` } },
+                {
+                  xAxis: steadyMin,
+                  label: { formatter: 'slope window' },
+                  lineStyle: { type: 'dotted', color: '#888' },
+                },
+              ],
             },
-          ]
-        : []),
-    ],
+          }
+        : {}),
+    })),
   });
 }
 
@@ -179,6 +283,7 @@ export function renderCharts(results: BenchResults): Map<string, string> {
   }
   if (results.passThrough) charts.set('pass-through-cpu-per-gib.svg', passThroughCpu(results.passThrough));
   if (results.cost) charts.set('cost-saved-vs-rate.svg', savedVsRate(results.cost));
+  if (results.soak) charts.set('soak-rss.svg', soakRss(results.soak));
   return charts;
 }
 
@@ -192,9 +297,11 @@ export function loadResults(dir: string): BenchResults {
   const replication = read<ReplicationResults>('replication.json');
   const passThrough = read<PassThroughResults>('pass-through.json');
   const cost = read<CostResults>('cost.json');
+  const soak = read<SoakChartResults>('soak.json');
   if (replication) results.replication = replication;
   if (passThrough) results.passThrough = passThrough;
   if (cost) results.cost = cost;
+  if (soak) results.soak = soak;
   return results;
 }
 
@@ -208,7 +315,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const charts = renderCharts(loadResults(resultsDir));
   if (charts.size === 0) {
     console.log(
-      `bench-charts: no results under ${resultsDir} (replication.json, pass-through.json, cost.json)`,
+      `bench-charts: no results under ${resultsDir} (replication.json, pass-through.json, cost.json, soak.json)`,
     );
   } else {
     mkdirSync(outDir, { recursive: true });

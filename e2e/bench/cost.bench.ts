@@ -50,6 +50,7 @@ import {
 import { type Zone, ZoneNetwork } from '../src/net/zone-network.js';
 import { startStoreFront } from '../src/s3/store-front.js';
 import { startVersitygw } from '../src/s3/versitygw.js';
+import { runStamp } from './run-stamp.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -130,6 +131,7 @@ const p50 = (xs: number[]) =>
   xs.length === 0 ? 0 : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
+  const run = runStamp();
   const zones = ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, RACKS[id] as Zone])));
   let cluster: KafkaCluster | undefined;
   const versitygw = await startVersitygw({ netns: zones.store.netns, host: zones.store.address });
@@ -287,7 +289,7 @@ async function main(): Promise<void> {
     );
     const out = path.join(repoRoot(), '.runs', 'bench', 'cost.json');
     mkdirSync(path.dirname(out), { recursive: true });
-    writeFileSync(out, `${JSON.stringify({ rates: rows, stock_noise_floor: noiseFloor }, null, 2)}\n`);
+    writeFileSync(out, `${JSON.stringify({ run, rates: rows, stock_noise_floor: noiseFloor }, null, 2)}\n`);
     console.log(`written: ${out}`);
   } finally {
     for (const store of stores) await store.close();

@@ -18,6 +18,7 @@ import { withAdmin } from '../src/clients/kafkajs.js';
 import { KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { repoRoot } from '../src/cluster/paths.js';
 import type { ManagedProcess } from '../src/cluster/process.js';
+import { runStamp } from './run-stamp.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /**
@@ -46,6 +47,7 @@ const median = (xs: number[]) => {
 type Arm = 'walproxy' | 'bare-pipe' | 'walproxy-baseline';
 
 async function main(): Promise<void> {
+  const run = runStamp();
   const cluster = await KafkaCluster.start({ sidecars: true, jvmProfile: 'throughput' });
   let pipe: ManagedProcess | undefined;
   try {
@@ -136,7 +138,7 @@ async function main(): Promise<void> {
     );
     const out = path.join(repoRoot(), '.runs', 'bench');
     mkdirSync(out, { recursive: true });
-    writeFileSync(path.join(out, 'pass-through.json'), `${JSON.stringify({ arms }, null, 2)}\n`);
+    writeFileSync(path.join(out, 'pass-through.json'), `${JSON.stringify({ run, arms }, null, 2)}\n`);
     const w = arms.walproxy!;
     const b = arms['bare-pipe']!;
     console.log(`\n| arm | produce CPU-s/GiB | consume CPU-s/GiB |\n|---|---|---|`);

@@ -57,6 +57,7 @@ import { processCpuSeconds, type S3Server } from '../src/s3/s3-server.js';
 import { type StoreFront, startStoreFront } from '../src/s3/store-front.js';
 import { startVersitygw } from '../src/s3/versitygw.js';
 import { formatSummary, type ProfiledArm, profileFiles, readProfiles, summarize } from './profile-summary.js';
+import { runStamp } from './run-stamp.js';
 
 const ARM_NAMES = [
   'stock',
@@ -1014,7 +1015,7 @@ async function main(): Promise<void> {
   mkdirSync(path.dirname(OUT), { recursive: true });
   writeFileSync(
     OUT,
-    `${JSON.stringify({ arms, other_arms: otherArms, by_phase: byPhase, conditions, steps_1mbps: steps, rounds: results.map(({ object_sizes, ...r }) => ({ ...r, object_sizes_count: object_sizes.length })) }, null, 2)}\n`,
+    `${JSON.stringify({ run: runStamp(startedAt), arms, other_arms: otherArms, by_phase: byPhase, conditions, steps_1mbps: steps, rounds: results.map(({ object_sizes, ...r }) => ({ ...r, object_sizes_count: object_sizes.length })) }, null, 2)}\n`,
   );
 
   console.log(`\nKafka ${bench?.version}; ${JSON.stringify(conditions)}`);

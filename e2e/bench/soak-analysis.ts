@@ -1,6 +1,8 @@
 // What the memory soak (soak.bench.ts) derives from its samples: rates, peaks, flatness, and
 // the tables it prints. Pure, so it can be tested and rerun on a recorded soak.json.
 
+import type { RunStamp } from './run-stamp.js';
+
 /** The batch index drops entries older than this (its default maxAgeMs): it fills for 120 s. */
 export const INDEX_MAX_AGE_S = 120;
 /** A second window, once the index is at its age bound with a sample interval to spare. */
@@ -70,6 +72,8 @@ export interface RawSidecar {
 
 export interface SoakResult {
   date: string;
+  /** When and at which commit (absent in results recorded before it was written). */
+  run?: RunStamp;
   kafka_version: string;
   command: string;
   settings: Record<string, string | number> & { steady_from_s: number };

@@ -46,6 +46,7 @@ import { repoRoot } from '../src/cluster/paths.js';
 import { walSidecarArgs, walSidecarEnv } from '../src/cluster/wal-settings.js';
 import { processCpuSeconds } from '../src/s3/s3-server.js';
 import { startVersitygw } from '../src/s3/versitygw.js';
+import { runStamp } from './run-stamp.js';
 import {
   analyse,
   type HeapSample,
@@ -396,6 +397,7 @@ async function main(): Promise<void> {
     });
     const result: SoakResult = {
       date: startedAt.toISOString(),
+      run: runStamp(startedAt),
       kafka_version: cluster.version,
       command: 'flock /tmp/walproxy-e2e.lock npx tsx e2e/bench/soak.bench.ts',
       settings: {
