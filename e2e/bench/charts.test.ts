@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadResults, renderCharts, runLine, type SoakChartResults } from './charts.js';
+import type { RunStamp } from './run-stamp.js';
 
 // Recorded results of real runs (each fixture's `source` names the run and where its figures are
 // in docs/benchmarks.md), not figures made up to look good.
@@ -55,7 +56,7 @@ describe('benchmark charts', () => {
   it('says in every chart which run it shows: its date and commit', () => {
     const charts = renderCharts(loadResults(fixtures));
     const runOf = (file: string) =>
-      runLine((JSON.parse(readFileSync(path.join(fixtures, file), 'utf8')) as { run: never }).run);
+      runLine((JSON.parse(readFileSync(path.join(fixtures, file), 'utf8')) as { run: RunStamp }).run);
     expect(texts(charts.get('replication-latency-vs-rate.svg')!)).toContain(runOf('replication.json'));
     expect(texts(charts.get('replication-cpu-per-gb.svg')!)).toContain(runOf('replication.json'));
     expect(texts(charts.get('pass-through-cpu-per-gib.svg')!)).toContain(runOf('pass-through.json'));
