@@ -1,5 +1,6 @@
 import type { TestProject } from 'vitest/node';
 import type { ClusterInfo, S3Info } from '../src/cluster/cluster-info.js';
+import { serveHarnessControl } from '../src/cluster/harness-control.js';
 import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { walSidecarArgs, walSidecarEnv } from '../src/cluster/wal-settings.js';
 import { startMoto } from '../src/s3/moto.js';
@@ -30,6 +31,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await moto.stop();
     throw error;
   }
+  const control = await serveHarnessControl(cluster);
   const info: ClusterInfo = {
     bootstrap: cluster.bootstrap(),
     directBootstrap: cluster.directBootstrap(),
@@ -39,10 +41,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     kafkaVersion: cluster.version,
     ports: { base: cluster.ports.base },
     s3: { ...s3, pid: moto.pid },
+    controlUrl: control.url,
   };
   project.provide('cluster', info);
   return async () => {
     const failed = project.vitest.state.getCountOfFailedTests() > 0;
+    await control.close();
     await cluster.stop({ keepLogs: failed || process.env.WALPROXY_KEEP_LOGS === '1' });
     await moto.stop();
   };

@@ -12,6 +12,8 @@ export interface ClusterInfo {
   dataDirs: Record<number, string>;
   /** The real S3 API server the sidecars write WAL objects to. */
   s3: S3Info;
+  /** The global setup's control port (harness-control.ts): pids, and a killed sidecar started again. */
+  controlUrl: string;
 }
 
 export interface S3Info {
