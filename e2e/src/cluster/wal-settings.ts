@@ -19,6 +19,9 @@ export function walSidecarArgs(s3: Omit<S3Info, 'pid'>, extra: string[] = []): s
     // The same WAL, but followers replicate these topics the stock way: the baseline that the
     // replication tests compare against, in the same run.
     '--topic-config=wal-inline-*:mode=inline',
+    // The default policy, for the tests that show what it decides (a trickle below break-even
+    // stays inline: e2e/test/operator-view.test.ts).
+    '--topic-config=wal-auto-*:mode=auto',
     // Durable ack is off by default (a store outage must not fail produce); the tests that show
     // what it does ask for it by topic name.
     '--topic-config=wal-durable-*:durable.ack=true',
