@@ -5,6 +5,7 @@
 // in their order.
 import { peerAddress, type SidecarConfig, zoneIngressAuthRefusal } from './config/sidecar-config.js';
 import { ApiVersionsFilter } from './filters/api-versions.js';
+import { FetchEpochWaitFilter } from './filters/fetch-epoch-wait.js';
 import type { SaslHandshakeFilter } from './filters/sasl-handshake.js';
 import type { Logger } from './log.js';
 import type { MemoryBounds } from './memory-budget.js';
@@ -38,6 +39,8 @@ export interface Listeners {
   controller: ProxyListener[];
   /** Reads the broker's heartbeats on the controller path, with --fence-on-stop. */
   brokerFence?: BrokerFence;
+  /** On every egress listener: asks a partition again early while its new leader catches up. */
+  fetchEpochWait?: FetchEpochWaitFilter;
   /** Certificates in use, each re-read every second once started. */
   tlsMaterials: TlsMaterial[];
   /** The WAL parts, with --wal-store-url. */
@@ -183,6 +186,9 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
       }),
     );
   }
+  // One for every egress listener: it remembers each partition's high watermark across leaders.
+  if (config.egressBrokerIds.length > 0) built.fetchEpochWait = new FetchEpochWaitFilter({ log });
+  const epochWait = built.fetchEpochWait ? [built.fetchEpochWait] : [];
   for (const id of config.egressBrokerIds) {
     const upstreamTls = upstreamTlsFor(id);
     built.replication.push(
@@ -191,7 +197,8 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
         name: `egress-${id}`,
         listen: { host: config.egressListenHost, port: config.egressListenBase! + id },
         upstream: peerAddress(config, id),
-        filters: wal ? [...filters, wal.fetchFill] : filters,
+        // Responses pass the filters last to first: the epoch wait sees the filled, stock answer.
+        filters: wal ? [...filters, ...epochWait, wal.fetchFill] : [...filters, ...epochWait],
         ...(upstreamTls ? { upstreamTls } : {}),
       }),
     );

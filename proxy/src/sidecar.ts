@@ -124,6 +124,7 @@ export class Sidecar {
     const wal = this.wal;
     const storeHealth = this.storeHealth;
     const zoneRouting = this.zoneRouting;
+    const fetchEpochWait = built.fetchEpochWait;
     this.#telemetryInit = {
       ...telemetry,
       log,
@@ -152,6 +153,7 @@ export class Sidecar {
         ...(storeHealth ? { store: () => ({ usable: storeHealth.usable }) } : {}),
         memoryLimitBytes: this.memory.limitBytes,
         ...(zoneRouting ? { zone: () => zoneRouting.stats } : {}),
+        ...(fetchEpochWait ? { fetchEpochWait: () => fetchEpochWait.stats } : {}),
         tls: () =>
           this.tlsMaterials.map((m) => {
             const { cert, ca } = m.snapshot;

@@ -50,6 +50,14 @@ interface Slot {
   pending?: Promise<Buffer>;
 }
 
+/** A request of the sidecar's own (FilterConnection.sendUpstream): its response is the caller's. */
+interface OwnRequest {
+  readonly own: true;
+  readonly correlationId: number;
+  readonly resolve: (frame: Buffer) => void;
+  readonly reject: (error: Error) => void;
+}
+
 /** A request whose filter decides asynchronously, or one that arrived behind such a request. */
 interface Undecided {
   readonly slot: Slot;
@@ -76,8 +84,8 @@ export class ConnectionPipe {
   private readonly responseDecoder: FrameDecoder;
   /** Every request that has a response, in order: what goes downstream next is slots[0]. */
   private readonly slots: Slot[] = [];
-  /** The subset still waiting for the upstream's response, in order. */
-  private readonly awaitingUpstream: Slot[] = [];
+  /** The subset still waiting for the upstream's response, in order, with the sidecar's own. */
+  private readonly awaitingUpstream: Array<Slot | OwnRequest> = [];
   /** Requests not forwarded yet because a decision before them (or theirs) is still pending, in order. */
   private readonly undecided: Undecided[] = [];
   private undecidedBytes = 0;
@@ -100,7 +108,11 @@ export class ConnectionPipe {
     // this connection, never an exception that escapes the data handler.
     this.requestDecoder = new FrameDecoder(options.maxFrameBytes, MIN_REQUEST_BYTES);
     this.responseDecoder = new FrameDecoder(options.maxFrameBytes, MIN_RESPONSE_BYTES);
-    this.filterConnection = { log: options.log, remoteAddress: downstream.remoteAddress };
+    this.filterConnection = {
+      log: options.log,
+      remoteAddress: downstream.remoteAddress,
+      sendUpstream: (frame, correlationId) => this.sendOwnRequest(frame, correlationId),
+    };
 
     downstream.on('data', (chunk: Buffer) => this.onDownstreamData(chunk));
     upstream.on('data', (chunk: Buffer) => this.onUpstreamData(chunk));
@@ -142,6 +154,18 @@ export class ConnectionPipe {
     );
   }
 
+  /** FilterConnection.sendUpstream: written now, after every request already forwarded. */
+  private sendOwnRequest(frame: Buffer, correlationId: number): Promise<Buffer> {
+    if (this.closed) return Promise.reject(new Error('connection closed'));
+    // Never inside a request being streamed upstream: its bytes would be cut in two.
+    if (this.requestStreamingRemaining > 0) return Promise.reject(new Error('a request is streaming'));
+    return new Promise<Buffer>((resolve, reject) => {
+      this.awaitingUpstream.push({ own: true, correlationId, resolve, reject });
+      this.options.counters.bytesToUpstream += frame.length;
+      this.upstream.write(frame);
+    });
+  }
+
   whenClosed(callback: () => void): void {
     if (this.closed) callback();
     else this.onClosed.push(callback);
@@ -165,6 +189,9 @@ export class ConnectionPipe {
     this.closed = true;
     this.options.log[level]({ reason, inFlight: this.slots.length }, 'connection closed');
     this.upstream.destroy();
+    for (const waiting of this.awaitingUpstream.splice(0)) {
+      if ('own' in waiting) waiting.reject(new Error(`connection closed (${reason})`));
+    }
     // What the filters keep for this connection must not outlive it.
     this.options.chain.onClose(this.filterConnection);
     const notify = () => {
@@ -385,17 +412,28 @@ export class ConnectionPipe {
       return;
     }
     for (const frame of frames) {
-      const slot = this.awaitingUpstream.shift();
+      const waiting = this.awaitingUpstream.shift();
       const correlationId = frame.readInt32BE(FRAME_SIZE_PREFIX_BYTES);
-      if (!slot || slot.info.correlationId !== correlationId) {
+      const expected =
+        waiting === undefined
+          ? undefined
+          : 'own' in waiting
+            ? waiting.correlationId
+            : waiting.info.correlationId;
+      if (waiting === undefined || expected !== correlationId) {
         this.protocolError(
           'response',
           new Error(
-            `response correlation id ${correlationId} does not match the oldest request (${slot?.info.correlationId ?? 'none'})`,
+            `response correlation id ${correlationId} does not match the oldest request (${expected ?? 'none'})`,
           ),
         );
         return;
       }
+      if ('own' in waiting) {
+        waiting.resolve(frame);
+        continue;
+      }
+      const slot = waiting;
       try {
         this.options.observer?.response?.(slot.info, frame);
         const out = this.options.chain.onResponse(slot.info, frame);
@@ -432,6 +470,7 @@ export class ConnectionPipe {
     const slot = this.awaitingUpstream[0];
     if (
       !slot ||
+      'own' in slot ||
       this.slots[0] !== slot ||
       this.options.chain.readsResponse(slot.info.apiKey) ||
       this.options.observer?.response

@@ -28,6 +28,14 @@ export interface FilterConnection {
   readonly log: Logger;
   /** The downstream peer's IP address, when the socket knows it. */
   readonly remoteAddress?: string | undefined;
+  /**
+   * Sends a request of the sidecar's own on this connection's upstream and resolves with its
+   * response frame, which goes to the caller, never downstream nor through the filters. The frame
+   * must carry `correlationId`, one the downstream does not use (negative ids: walproxy's). Rejects
+   * when the connection closes first. Responses stay paired in order: the upstream answers
+   * requests on a connection in the order it got them.
+   */
+  sendUpstream?(frame: Buffer, correlationId: number): Promise<Buffer>;
 }
 
 /**

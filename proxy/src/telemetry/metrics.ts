@@ -244,6 +244,22 @@ export function observeSources(meter: Meter, sources: TelemetrySources): void {
     );
   }
 
+  const epochWait = sources.fetchEpochWait;
+  if (epochWait) {
+    counter(
+      'walproxy.fetch.leader_epoch_waits',
+      '{partition}',
+      "Follower side: partitions a new leader answered UNKNOWN_LEADER_EPOCH (it had not yet applied its leader change), by outcome: answered_later (asked again every 20 ms and delivered with the leader's answer, instead of the broker's 1 s backoff); passed_waited, passed_not_asked, passed_reask_failed (responses passed on as stock)",
+      (r) => {
+        const s = epochWait();
+        r.observe(s.partitionsAnsweredLater, { outcome: 'answered_later' });
+        r.observe(s.passed.waitedLongEnough, { outcome: 'passed_waited' });
+        r.observe(s.passed.notAsked, { outcome: 'passed_not_asked' });
+        r.observe(s.passed.reaskFailed, { outcome: 'passed_reask_failed' });
+      },
+    );
+  }
+
   const wal = sources.wal;
   if (!wal) return;
   counter(

@@ -1,4 +1,5 @@
 import type { MeasuredCost } from '../cost/measured.js';
+import type { FetchEpochWaitStats } from '../filters/fetch-epoch-wait.js';
 import type { FetchFillStats } from '../filters/fetch-fill.js';
 import type { FetchStripStats } from '../filters/fetch-strip.js';
 import type { ProduceWalStats } from '../filters/produce-wal.js';
@@ -54,4 +55,6 @@ export interface TelemetrySources {
   zone?: () => ZoneRoutingStats;
   /** The TLS identities in use (reloaded ones included), read at each collection. */
   tls?: () => TlsSource[];
+  /** The egress listeners' early re-asks while a new leader applies its change (fetch-epoch-wait.ts). */
+  fetchEpochWait?: () => FetchEpochWaitStats;
 }

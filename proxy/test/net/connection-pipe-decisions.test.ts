@@ -287,3 +287,78 @@ describe('ConnectionPipe, requests decided later', () => {
     expect(c.answers()).toEqual(['1:up']);
   });
 });
+
+describe("ConnectionPipe, the sidecar's own requests (FilterConnection.sendUpstream)", () => {
+  /** An upstream that answers every request, negative correlation ids included, in order. */
+  async function answeringUpstream(): Promise<{ port: number; arrived: number[]; sockets: net.Socket[] }> {
+    const arrived: number[] = [];
+    const sockets: net.Socket[] = [];
+    const server = net.createServer((socket) => {
+      sockets.push(socket);
+      const decoder = new FrameDecoder(1 << 26);
+      socket.on('data', (chunk) => {
+        for (const frame of decoder.push(chunk)) {
+          const id = frame.readInt32BE(8);
+          arrived.push(id);
+          socket.write(response(id, id < 0 ? 'own' : 'up'));
+        }
+      });
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    return { port: (server.address() as net.AddressInfo).port, arrived, sockets };
+  }
+
+  it('pairs its response with it, hands it to the filter alone, and keeps the downstream answers in order', async () => {
+    // Given a filter that, on the response to request 1, asks the upstream twice on its own
+    const upstream = await answeringUpstream();
+    const own: string[] = [];
+    let connection: FilterConnection | undefined;
+    const filter: FrameFilter = {
+      apiKeys: new Set([METADATA]),
+      onRequest: (_info, frame, c) => {
+        connection = c;
+        return { action: 'forward', frame, expectResponse: true };
+      },
+      onResponse: async (info, frame) => {
+        if (info.correlationId !== 1) return frame;
+        for (const id of [-5, -6]) {
+          const answer = await connection!.sendUpstream!(request(id), id);
+          own.push(`${answer.readInt32BE(4)}:${answer.subarray(8).toString()}`);
+        }
+        return tagged(frame, '+asked');
+      },
+    };
+    const c = await start(filter, upstream.port);
+    // When the client sends requests 1 and 2 back to back
+    c.socket.write(Buffer.concat([request(1), request(2)]));
+    await until(() => c.answers().length === 2);
+    // Then the filter got its own answers, the client only its own, in its order
+    expect(own).toEqual(['-5:own', '-6:own']);
+    expect(c.answers()).toEqual(['1:up+asked', '2:up']);
+    expect(upstream.arrived).toEqual([1, 2, -5, -6]);
+  });
+
+  it('rejects a request of its own whose connection closes before the answer', async () => {
+    // Given an upstream that never answers negative ids and closes on the test's word
+    const upstream = await recordingUpstream();
+    let connection: FilterConnection | undefined;
+    const filter: FrameFilter = {
+      apiKeys: new Set([METADATA]),
+      onRequest: (_info, frame, c) => {
+        connection = c;
+        return { action: 'forward', frame, expectResponse: true };
+      },
+    };
+    const c = await start(filter, upstream.port);
+    c.socket.write(request(1));
+    await until(() => c.answers().length === 1);
+    const pending = connection!.sendUpstream!(request(-9), -9);
+    await until(() => upstream.arrived.includes(-9));
+    // When the client goes away
+    c.socket.destroy();
+    // Then the caller hears so
+    await expect(pending).rejects.toThrow(/closed/);
+  });
+});

@@ -1,0 +1,282 @@
+// Follower side, on the egress listener: a partition whose new leader has not yet applied its own
+// leader change is asked again in a few milliseconds, not a second later (issue #24,
+// docs/operations.md "Rolling restarts").
+//
+// When leaderships move (a broker fenced by its stopping sidecar, a controlled shutdown), every
+// broker applies the change from the metadata log on its own. A follower that applies it before
+// the new leader fetches from a broker that does not yet know it leads: the broker answers the
+// partition UNKNOWN_LEADER_EPOCH, and Kafka's fetcher sets the partition aside for
+// replica.fetch.backoff.ms (1 s by default) — and while the partition is absent from its fetches,
+// the new leader's high watermark, and every acks=all produce waiting on it, stand still. Measured
+// on the e2e cluster (docs/operations.md): the new leader took 50-130 ms to apply, a follower's
+// fetch came inside that window in most sidecar restarts, and acks stalled 1.0-2.4 s where
+// stock's restarts took ~0.2 s.
+//
+// This filter holds such a response and asks the leader again for those partitions alone, every
+// EPOCH_WAIT_RETRY_MS, with a sessionless replica fetch of its own on the same connection (the
+// follower's partition fields and replica id as it sent them, max wait 0); once the leader answers
+// them without UNKNOWN_LEADER_EPOCH, their answers replace the errors and the response goes on.
+// The follower gets the leader's own answer, only later: its records, high watermark and diverging
+// epoch exactly as the leader wrote them for the offset the follower asked. Its fetch session is
+// not touched (the extra fetch has none), and its next incremental fetch carries the partition's
+// new offset as any changed partition. After EPOCH_WAIT_MAX_MS (the default
+// replica.fetch.backoff.ms) without such an answer, or when a re-ask cannot be made or read, the
+// response goes on as the broker wrote it: stock behaviour, counted.
+import {
+  ApiKey,
+  apiKeyInfo,
+  decodeFetchRequest,
+  decodeFetchResponse,
+  decodeRequestHeader,
+  decodeResponseHeader,
+  encodeFetchRequest,
+  encodeFetchResponse,
+  encodeFrame,
+  encodeRequestHeader,
+  type FetchRequest,
+  type FetchRequestTopic,
+  type FetchResponse,
+  type FetchResponsePartition,
+  responseHeaderVersion,
+} from '@walproxy/shared';
+import type { Logger } from '../log.js';
+import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
+import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+
+/** Kafka's UNKNOWN_LEADER_EPOCH: the request's leader epoch is newer than the broker knows. */
+export const UNKNOWN_LEADER_EPOCH = 75;
+/** The pause before each re-ask: the leader is applying a metadata change, tens of milliseconds. */
+export const EPOCH_WAIT_RETRY_MS = 20;
+/** How long a response is held at most: Kafka's default replica.fetch.backoff.ms. */
+export const EPOCH_WAIT_MAX_MS = 1_000;
+/** Fetch sessions (KIP-227): session id 0 with epoch -1 is a full fetch that opens none. */
+const NO_SESSION = { sessionId: 0, sessionEpoch: -1 } as const;
+
+const FETCH_DECODES = apiKeyInfo(ApiKey.Fetch)!.decodes!;
+
+export interface FetchEpochWaitStats {
+  /** Partitions answered UNKNOWN_LEADER_EPOCH and delivered with the leader's later answer. */
+  partitionsAnsweredLater: number;
+  /** Re-asks sent (each for every waiting partition of one response). */
+  reasks: number;
+  /** Responses passed on with the error as the broker wrote it, and why. */
+  passed: { waitedLongEnough: number; notAsked: number; reaskFailed: number };
+}
+
+export interface FetchEpochWaitOptions {
+  log: Logger;
+  now?: () => number;
+  retryMs?: number;
+  maxWaitMs?: number;
+  /** Injectable for tests: resolves after `ms`. */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** What a request leaves for its response: the follower's fetch as it sent it, and its connection. */
+interface Asked {
+  readonly clientId: string | null;
+  readonly request: FetchRequest;
+  readonly connection: FilterConnection;
+}
+
+const sameTopic = (a: { topicId?: string | undefined; topic?: string | undefined }, b: typeof a) =>
+  a.topicId !== undefined ? a.topicId === b.topicId : a.topic === b.topic;
+
+export class FetchEpochWaitFilter implements FrameFilter {
+  readonly apiKeys: ReadonlySet<number> = new Set<number>([ApiKey.Fetch]);
+  readonly stats: FetchEpochWaitStats = {
+    partitionsAnsweredLater: 0,
+    reasks: 0,
+    passed: { waitedLongEnough: 0, notAsked: 0, reaskFailed: 0 },
+  };
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #retryMs: number;
+  readonly #maxWaitMs: number;
+  readonly #sleep: (ms: number) => Promise<void>;
+  readonly #asked = new WeakMap<RequestInfo, Asked>();
+  /** walproxy's own correlation ids: negative, apart from the broker fence's (controller-tap.ts). */
+  #nextCorrelationId = -0x20000000;
+
+  constructor(options: FetchEpochWaitOptions) {
+    this.#log = options.log;
+    this.#now = options.now ?? (() => performance.now());
+    this.#retryMs = options.retryMs ?? EPOCH_WAIT_RETRY_MS;
+    this.#maxWaitMs = options.maxWaitMs ?? EPOCH_WAIT_MAX_MS;
+    this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  onRequest(info: RequestInfo, frame: Buffer, connection: FilterConnection): RequestDecision {
+    const forward: RequestDecision = { action: 'forward', frame, expectResponse: true };
+    // Only a follower's fetch (a replica id) whose connection can carry a re-ask.
+    if (info.apiVersion < FETCH_DECODES.min || info.apiVersion > FETCH_DECODES.max) return forward;
+    if (connection.sendUpstream === undefined) return forward;
+    try {
+      const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+      const header = decodeRequestHeader(payload);
+      const request = decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
+      if ((request.replicaState?.replicaId ?? request.replicaId ?? -1) < 0) return forward;
+      this.#asked.set(info, { clientId: header.clientId, request, connection });
+    } catch {
+      // The broker judges it; its answer passes untouched.
+    }
+    return forward;
+  }
+
+  onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {
+    const asked = this.#asked.get(info);
+    if (asked === undefined) return frame;
+    this.#asked.delete(info);
+    const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    let headerLength: number;
+    let response: FetchResponse;
+    try {
+      headerLength = decodeResponseHeader(
+        payload,
+        responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
+      ).headerLength;
+      response = decodeFetchResponse(payload.subarray(headerLength), info.apiVersion);
+    } catch {
+      // Not ours to judge (fetch-fill.ts says why such answers pass on as sent).
+      return frame;
+    }
+    if (response.errorCode) return frame;
+    const waiting = this.#waitingPartitions(response, asked.request);
+    if (waiting === undefined) return frame;
+    if (waiting.topics.length === 0) {
+      this.stats.passed.notAsked++;
+      return frame;
+    }
+    return this.#askAgain(info, asked, frame, headerLength, response, waiting.topics);
+  }
+
+  /**
+   * The partitions answered UNKNOWN_LEADER_EPOCH, as the follower asked for them; undefined when
+   * there are none. A partition the request did not carry (an incremental fetch leaves out what did
+   * not change) cannot be asked again: then none is (`topics` empty), the response goes on as is.
+   */
+  #waitingPartitions(
+    response: FetchResponse,
+    request: FetchRequest,
+  ): { topics: FetchRequestTopic[] } | undefined {
+    const topics: FetchRequestTopic[] = [];
+    let any = false;
+    for (const topic of response.responses) {
+      const partitions = [];
+      for (const partition of topic.partitions) {
+        if (partition.errorCode !== UNKNOWN_LEADER_EPOCH) continue;
+        any = true;
+        const askedTopic = request.topics.find((t) => sameTopic(t, topic));
+        const askedPartition = askedTopic?.partitions.find((p) => p.partition === partition.partitionIndex);
+        if (askedPartition === undefined) return { topics: [] };
+        partitions.push(askedPartition);
+      }
+      if (partitions.length > 0) {
+        const { topic: name, topicId } = topic;
+        topics.push({ ...(topicId !== undefined ? { topicId } : { topic: name }), partitions });
+      }
+    }
+    return any ? { topics } : undefined;
+  }
+
+  async #askAgain(
+    info: RequestInfo,
+    asked: Asked,
+    frame: Buffer,
+    headerLength: number,
+    response: FetchResponse,
+    topics: FetchRequestTopic[],
+  ): Promise<Buffer> {
+    const started = this.#now();
+    let remaining = topics;
+    let answered = 0;
+    while (remaining.length > 0) {
+      if (this.#now() - started + this.#retryMs > this.#maxWaitMs) {
+        this.stats.passed.waitedLongEnough++;
+        break;
+      }
+      await this.#sleep(this.#retryMs);
+      let again: FetchResponse;
+      try {
+        again = await this.#reask(info, asked, remaining);
+      } catch (error) {
+        this.stats.passed.reaskFailed++;
+        this.#log.debug(
+          { error: (error as Error).message },
+          'fetch re-ask failed; the answer goes on as the broker wrote it',
+        );
+        break;
+      }
+      this.stats.reasks++;
+      if (again.errorCode) {
+        this.stats.passed.reaskFailed++;
+        break;
+      }
+      const still: FetchRequestTopic[] = [];
+      for (const topic of remaining) {
+        const answeredTopic = again.responses.find((t) => sameTopic(t, topic));
+        const heldTopic = response.responses.find((t) => sameTopic(t, topic))!;
+        const stillWaiting = topic.partitions.filter((p) => {
+          const later = answeredTopic?.partitions.find((a) => a.partitionIndex === p.partition);
+          if (later === undefined || later.errorCode === UNKNOWN_LEADER_EPOCH) return true;
+          replacePartition(heldTopic.partitions, later);
+          answered++;
+          return false;
+        });
+        if (stillWaiting.length > 0) still.push({ ...topic, partitions: stillWaiting });
+      }
+      remaining = still;
+    }
+    if (answered === 0) return frame;
+    this.stats.partitionsAnsweredLater += answered;
+    this.#log.debug(
+      { partitions: answered, waitedMs: Math.round(this.#now() - started) },
+      'partitions whose new leader had not yet applied its leader change: answered after a re-ask',
+    );
+    return encodeFrame(
+      frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength),
+      encodeFetchResponse(response, info.apiVersion),
+    );
+  }
+
+  /** One sessionless replica fetch of the given partitions, answered at once (max wait 0). */
+  async #reask(info: RequestInfo, asked: Asked, topics: FetchRequestTopic[]): Promise<FetchResponse> {
+    const correlationId = this.#nextCorrelationId++;
+    if (this.#nextCorrelationId >= -0x10000000) this.#nextCorrelationId = -0x20000000;
+    const { request } = asked;
+    const body: FetchRequest = {
+      ...(request.replicaId !== undefined ? { replicaId: request.replicaId } : {}),
+      ...(request.replicaState !== undefined ? { replicaState: request.replicaState } : {}),
+      ...(request.clusterId !== undefined ? { clusterId: request.clusterId } : {}),
+      maxWaitMs: 0,
+      minBytes: 0,
+      maxBytes: request.maxBytes,
+      isolationLevel: request.isolationLevel,
+      ...NO_SESSION,
+      topics,
+      forgottenTopicsData: [],
+      rackId: request.rackId ?? '',
+    };
+    const header = encodeRequestHeader({
+      apiKey: ApiKey.Fetch,
+      apiVersion: info.apiVersion,
+      correlationId,
+      clientId: asked.clientId,
+    });
+    const answer = await asked.connection.sendUpstream!(
+      encodeFrame(header, encodeFetchRequest(body, info.apiVersion)),
+      correlationId,
+    );
+    const payload = answer.subarray(FRAME_SIZE_PREFIX_BYTES);
+    const responseHeader = decodeResponseHeader(
+      payload,
+      responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
+    );
+    return decodeFetchResponse(payload.subarray(responseHeader.headerLength), info.apiVersion);
+  }
+}
+
+function replacePartition(partitions: FetchResponsePartition[], later: FetchResponsePartition): void {
+  const at = partitions.findIndex((p) => p.partitionIndex === later.partitionIndex);
+  if (at >= 0) partitions[at] = later;
+}
