@@ -4,6 +4,8 @@ import path from 'node:path';
 import { ApiKey, decodeApiVersionsResponse, encodeApiVersionsResponse } from '@walproxy/shared';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseSidecarConfig, type RawSidecarOptions } from '../src/config/sidecar-config.js';
+import { ApiVersionsFilter } from '../src/filters/api-versions.js';
+import { FetchEpochWaitFilter } from '../src/filters/fetch-epoch-wait.js';
 import { SaslHandshakeFilter } from '../src/filters/sasl-handshake.js';
 import { buildListeners } from '../src/listeners.js';
 import { createLogger } from '../src/log.js';
@@ -63,11 +65,21 @@ describe('buildListeners', () => {
     expect(names(built.controller)).toEqual(['controller-100']);
     expect(built.controller[0]!.options.opaque).toBe(true);
     expect(built.brokerFence).toBeDefined();
-    // And without a WAL store every Kafka listener carries only ApiVersions and SaslHandshake
-    for (const listener of [...built.client, ...built.replication]) {
+    // And without a WAL store every Kafka listener carries only ApiVersions and SaslHandshake, the
+    // egress listeners also the one re-ask of a new leader's UNKNOWN_LEADER_EPOCH, shared by all
+    const [ingress, ...egress] = built.replication;
+    for (const listener of [...built.client, ingress!]) {
       expect(listener.options.filters).toHaveLength(2);
       expect(listener.options.filters).toContain(saslHandshake);
     }
+    for (const listener of egress) {
+      expect(listener.options.filters).toEqual([
+        expect.any(ApiVersionsFilter),
+        saslHandshake,
+        built.fetchEpochWait,
+      ]);
+    }
+    expect(built.fetchEpochWait).toBeInstanceOf(FetchEpochWaitFilter);
     expect(built.wal).toBeUndefined();
     expect(built.zoneRouting).toBeUndefined();
     expect(built.tlsMaterials).toEqual([]);
@@ -84,7 +96,11 @@ describe('buildListeners', () => {
     const wal = built.wal!;
     expect(built.client[0]!.options.filters).toContain(wal.produceFilter);
     expect(built.replication[0]!.options.filters).toContain(wal.fetchStrip);
-    for (const egress of built.replication.slice(1)) expect(egress.options.filters).toContain(wal.fetchFill);
+    // And on each egress the epoch wait sits before the fill: it sees the follower's request as
+    // sent and the answer once filled (responses pass the filters last to first)
+    for (const egress of built.replication.slice(1)) {
+      expect(egress.options.filters.slice(-2)).toEqual([built.fetchEpochWait, wal.fetchFill]);
+    }
     expect(built.controller[0]!.options.filters).toEqual([]);
   });
 
