@@ -145,6 +145,10 @@ export class FetchEpochWaitFilter implements FrameFilter {
     if (waiting === undefined) return frame;
     if (waiting.topics.length === 0) {
       this.stats.passed.notAsked++;
+      this.#log.info(
+        { reason: 'a partition the request did not carry' },
+        'UNKNOWN_LEADER_EPOCH passed on as the broker wrote it: the follower backs off replica.fetch.backoff.ms',
+      );
       return frame;
     }
     return this.#askAgain(info, asked, frame, headerLength, response, waiting.topics);
@@ -162,18 +166,23 @@ export class FetchEpochWaitFilter implements FrameFilter {
     const topics: FetchRequestTopic[] = [];
     let any = false;
     for (const topic of response.responses) {
-      const partitions = [];
       for (const partition of topic.partitions) {
         if (partition.errorCode !== UNKNOWN_LEADER_EPOCH) continue;
         any = true;
-        const askedTopic = request.topics.find((t) => sameTopic(t, topic));
-        const askedPartition = askedTopic?.partitions.find((p) => p.partition === partition.partitionIndex);
+        // A topic may come in several entries: the broker starts a new one whenever the session's
+        // partition order changes topic. The re-ask asks each topic once.
+        const askedPartition = request.topics
+          .filter((t) => sameTopic(t, topic))
+          .flatMap((t) => t.partitions)
+          .find((p) => p.partition === partition.partitionIndex);
         if (askedPartition === undefined) return { topics: [] };
-        partitions.push(askedPartition);
-      }
-      if (partitions.length > 0) {
-        const { topic: name, topicId } = topic;
-        topics.push({ ...(topicId !== undefined ? { topicId } : { topic: name }), partitions });
+        let entry = topics.find((t) => sameTopic(t, topic));
+        if (entry === undefined) {
+          const { topic: name, topicId } = topic;
+          entry = { ...(topicId !== undefined ? { topicId } : { topic: name }), partitions: [] };
+          topics.push(entry);
+        }
+        entry.partitions.push(askedPartition);
       }
     }
     return any ? { topics } : undefined;
@@ -193,6 +202,7 @@ export class FetchEpochWaitFilter implements FrameFilter {
     while (remaining.length > 0) {
       if (this.#now() - started + this.#retryMs > this.#maxWaitMs) {
         this.stats.passed.waitedLongEnough++;
+        this.#passed(remaining, `the leader had not applied its leader change after ${this.#maxWaitMs} ms`);
         break;
       }
       await this.#sleep(this.#retryMs);
@@ -201,25 +211,23 @@ export class FetchEpochWaitFilter implements FrameFilter {
         again = await this.#reask(info, asked, remaining);
       } catch (error) {
         this.stats.passed.reaskFailed++;
-        this.#log.debug(
-          { error: (error as Error).message },
-          'fetch re-ask failed; the answer goes on as the broker wrote it',
-        );
+        this.#passed(remaining, `the re-ask failed: ${(error as Error).message}`);
         break;
       }
       this.stats.reasks++;
       if (again.errorCode) {
         this.stats.passed.reaskFailed++;
+        this.#passed(remaining, `the re-ask was answered with error code ${again.errorCode}`);
         break;
       }
       const still: FetchRequestTopic[] = [];
       for (const topic of remaining) {
-        const answeredTopic = again.responses.find((t) => sameTopic(t, topic));
-        const heldTopic = response.responses.find((t) => sameTopic(t, topic))!;
         const stillWaiting = topic.partitions.filter((p) => {
-          const later = answeredTopic?.partitions.find((a) => a.partitionIndex === p.partition);
+          const later = findPartition(again, topic, p.partition)?.partition;
           if (later === undefined || later.errorCode === UNKNOWN_LEADER_EPOCH) return true;
-          replacePartition(heldTopic.partitions, later);
+          const held = findPartition(response, topic, p.partition);
+          if (held === undefined) return true;
+          held.entry.partitions[held.index] = later;
           answered++;
           return false;
         });
@@ -229,13 +237,22 @@ export class FetchEpochWaitFilter implements FrameFilter {
     }
     if (answered === 0) return frame;
     this.stats.partitionsAnsweredLater += answered;
-    this.#log.debug(
+    // At info: a leader change's trace, a few lines per follower and leader change.
+    this.#log.info(
       { partitions: answered, waitedMs: Math.round(this.#now() - started) },
       'partitions whose new leader had not yet applied its leader change: answered after a re-ask',
     );
     return encodeFrame(
       frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength),
       encodeFetchResponse(response, info.apiVersion),
+    );
+  }
+
+  /** Rare (a leader change gone wrong), so at info: what the follower's broker will back off on. */
+  #passed(topics: FetchRequestTopic[], reason: string): void {
+    this.#log.info(
+      { reason, partitions: topics.reduce((n, t) => n + t.partitions.length, 0) },
+      'UNKNOWN_LEADER_EPOCH passed on as the broker wrote it: the follower backs off replica.fetch.backoff.ms',
     );
   }
 
@@ -276,7 +293,18 @@ export class FetchEpochWaitFilter implements FrameFilter {
   }
 }
 
-function replacePartition(partitions: FetchResponsePartition[], later: FetchResponsePartition): void {
-  const at = partitions.findIndex((p) => p.partitionIndex === later.partitionIndex);
-  if (at >= 0) partitions[at] = later;
+/** A partition of a response, in whichever of its topic's entries it came. */
+function findPartition(
+  response: FetchResponse,
+  topic: { topicId?: string | undefined; topic?: string | undefined },
+  partition: number,
+):
+  | { entry: { partitions: FetchResponsePartition[] }; index: number; partition: FetchResponsePartition }
+  | undefined {
+  for (const entry of response.responses) {
+    if (!sameTopic(entry, topic)) continue;
+    const index = entry.partitions.findIndex((p) => p.partitionIndex === partition);
+    if (index >= 0) return { entry, index, partition: entry.partitions[index]! };
+  }
+  return undefined;
 }

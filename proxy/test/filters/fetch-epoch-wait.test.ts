@@ -227,6 +227,60 @@ describe('FetchEpochWaitFilter', () => {
     expect(h.filter.stats).toMatchObject({ partitionsAnsweredLater: 1, reasks: 3 });
   });
 
+  it('finds a partition in whichever entry of its topic it came: a broker splits a topic when the session order changes topic', async () => {
+    // Given a response whose topic comes twice, partition 1 first, the waiting partition 0 in the
+    // second entry (a session's partitions move to its end as they change), and a re-ask answer
+    // split the same way
+    const split = (
+      correlationId: number,
+      first: FetchResponsePartition[],
+      second: FetchResponsePartition[],
+    ) => {
+      const body: FetchResponse = {
+        throttleTimeMs: 0,
+        errorCode: 0,
+        sessionId: 4242,
+        responses: [
+          { topicId: TOPIC_ID, partitions: first },
+          { topicId: 'ef'.repeat(16), partitions: [partition(3, { highWatermark: 7n })] },
+          { topicId: TOPIC_ID, partitions: second },
+        ],
+      };
+      return sized([
+        encodeResponseHeader({ correlationId }, responseHeaderVersion(ApiKey.Fetch, VERSION)!),
+        encodeFetchResponse(body, VERSION),
+      ]);
+    };
+    const h = harness([
+      (id) =>
+        split(
+          id,
+          [],
+          [partition(0, { highWatermark: 612n, lastStableOffset: 612n, logStartOffset: 0n, records })],
+        ),
+    ]);
+    const { info, frame } = followerFetch(14);
+    h.filter.onRequest(info, frame, h.connection);
+    const first = split(
+      14,
+      [partition(1, { highWatermark: 95n, records })],
+      [partition(0, { errorCode: UNKNOWN_LEADER_EPOCH })],
+    );
+
+    // When it passes the filter
+    const out = decoded(await h.filter.onResponse(info, first));
+
+    // Then partition 0, in the third entry, carries the leader's later answer; the rest is as sent
+    expect(out.responses.map((t) => t.partitions.map((p) => [p.partitionIndex, p.errorCode]))).toEqual([
+      [[1, 0]],
+      [[3, 0]],
+      [[0, 0]],
+    ]);
+    expect(out.responses[2]!.partitions[0]!.highWatermark).toBe(612n);
+    expect(h.reasks).toHaveLength(1);
+    expect(h.reasks[0]!.request.topics).toHaveLength(1);
+  });
+
   it('passes the error as the broker wrote it once EPOCH_WAIT_MAX_MS has gone by', async () => {
     const h = harness(
       Array.from(
