@@ -10,22 +10,26 @@ import * as echarts from 'echarts';
 import { repoRoot } from '../src/cluster/paths.js';
 import type { RunStamp } from './run-stamp.js';
 
-/** `.runs/bench/replication.json` (issue #13): one entry per arm. */
+/** One arm's figures in `.runs/bench/replication.json`; null where the arm has none (stock: no sidecar). */
+interface ReplicationArm {
+  mbps?: number | null;
+  p50_ms_1mbps?: number | null;
+  p99_ms_1mbps?: number | null;
+  p50_ms_5mbps?: number | null;
+  p99_ms_5mbps?: number | null;
+  sidecar_cpu_s_per_gb?: number | null;
+  peak_rss_mb?: number | null;
+  cross_zone_ratio?: number | null;
+}
+
+/**
+ * `.runs/bench/replication.json` (issue #13): `arms` holds the arms issue #13 names, `other_arms`
+ * the floor (`bare-pipe`) and any baseline arms; the charts draw both.
+ */
 export interface ReplicationResults {
   run?: RunStamp;
-  arms: Record<
-    string,
-    {
-      mbps?: number;
-      p50_ms_1mbps?: number;
-      p99_ms_1mbps?: number;
-      p50_ms_5mbps?: number;
-      p99_ms_5mbps?: number;
-      sidecar_cpu_s_per_gb?: number;
-      peak_rss_mb?: number;
-      cross_zone_ratio?: number;
-    }
-  >;
+  arms: Record<string, ReplicationArm>;
+  other_arms?: Record<string, ReplicationArm>;
 }
 
 /** `.runs/bench/pass-through.json` (issue #13). */
@@ -102,11 +106,25 @@ const title = (text: string, subtext: string, run: string) => ({
   textStyle: { fontSize: 15 },
 });
 
+/** Every arm of a replication run, the issue's arms first, then the floor and baselines. */
+const replicationArms = (r: ReplicationResults): Array<[string, ReplicationArm]> => [
+  ...Object.entries(r.arms),
+  ...Object.entries(r.other_arms ?? {}),
+];
+
+/** A bar label with `digits` decimals: CPU figures drift more than that between rounds. */
+const fixedLabel = (digits: number) => ({
+  show: true,
+  position: 'top',
+  formatter: (p: { value: number }) => p.value.toFixed(digits),
+});
+
 /** p50 and p99 produce latency at 1 and 5 MB/s, one line per arm and percentile. */
 function latencyVsRate(r: ReplicationResults): string {
-  const series = Object.entries(r.arms).flatMap(([arm, a], i) =>
+  const series = replicationArms(r).flatMap(([arm, a], i) =>
     (['p50', 'p99'] as const).map((p) => ({
-      name: `${arm} ${p}`,
+      // Both lines of an arm under its name: one legend entry per arm, p50 dashed and p99 solid
+      name: arm,
       type: 'line',
       symbolSize: 7,
       color: PALETTE[i % PALETTE.length],
@@ -114,17 +132,17 @@ function latencyVsRate(r: ReplicationResults): string {
       data: [
         [1, a[`${p}_ms_1mbps`]],
         [5, a[`${p}_ms_5mbps`]],
-      ].filter(([, v]) => v !== undefined),
+      ].filter(([, v]) => v !== undefined && v !== null),
     })),
   );
   return svg({
     title: title(
       'Produce latency vs rate, per arm',
-      'acks=all, three zones (replication benchmark)',
+      'acks=all, three zones (replication benchmark); p50 dashed, p99 solid',
       runLine(r.run),
     ),
     legend: { bottom: 0 },
-    grid: { top: 85, bottom: 95, left: 60, right: 30 },
+    grid: { top: 85, bottom: 75, left: 60, right: 30 },
     xAxis: { type: 'value', ...xName('MB/s'), min: 0, max: 6 },
     yAxis: { type: 'value', name: 'ms' },
     series,
@@ -133,7 +151,9 @@ function latencyVsRate(r: ReplicationResults): string {
 
 /** Sidecar CPU per GB replicated, per arm. */
 function cpuPerGb(r: ReplicationResults): string {
-  const arms = Object.entries(r.arms).filter(([, a]) => a.sidecar_cpu_s_per_gb !== undefined);
+  const arms = replicationArms(r).filter(
+    ([, a]) => a.sidecar_cpu_s_per_gb !== undefined && a.sidecar_cpu_s_per_gb !== null,
+  );
   return svg({
     title: title('Sidecar CPU per GB produced, per arm', 'replication benchmark', runLine(r.run)),
     grid: { top: 85, bottom: 40, left: 60, right: 30 },
@@ -143,7 +163,7 @@ function cpuPerGb(r: ReplicationResults): string {
       {
         type: 'bar',
         data: arms.map(([, a]) => a.sidecar_cpu_s_per_gb),
-        label: { show: true, position: 'top' },
+        label: fixedLabel(1),
       },
     ],
   });
@@ -161,7 +181,7 @@ function passThroughCpu(r: PassThroughResults): string {
     series: arms.map((arm) => ({
       name: arm,
       type: 'bar',
-      label: { show: true, position: 'top' },
+      label: fixedLabel(2),
       data: [r.arms[arm]!.produce_cpu_s_per_gib, r.arms[arm]!.consume_cpu_s_per_gib],
     })),
   });
@@ -174,15 +194,15 @@ function passThroughCpu(r: PassThroughResults): string {
 function savedVsRate(r: CostResults): string {
   const rates = [...r.rates].sort((a, b) => a.mbps_per_broker - b.mbps_per_broker);
   const budgets = [...new Set(rates.map((x) => x.budget_ms))].sort((a, b) => (a ?? 0) - (b ?? 0));
-  const label = (budget: number | undefined) => (budget === undefined ? '' : ` (${budget} ms budget)`);
+  const label = (budget: number | undefined) => (budget === undefined ? '' : ` (${budget} ms)`);
   return svg({
     title: title(
       'Saved vs rate per broker',
-      'share of stock replication cost saved; added p99 latency',
+      'share of stock replication cost saved (solid); added p99 latency (dashed); per latency budget',
       runLine(r.run),
     ),
-    legend: { bottom: 0 },
-    grid: { top: 85, bottom: 75, left: 60, right: 60 },
+    legend: { bottom: 0, left: 'center', width: 600, itemGap: 24 },
+    grid: { top: 85, bottom: 100, left: 60, right: 60 },
     xAxis: { type: 'log', ...xName('MB/s per broker'), logBase: 10 },
     yAxis: [
       { type: 'value', name: 'saved %', max: 100 },
