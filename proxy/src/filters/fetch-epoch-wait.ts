@@ -72,7 +72,13 @@ export interface FetchEpochWaitOptions {
   sleep?: (ms: number) => Promise<void>;
 }
 
-/** What a request leaves for its response: the follower's fetch as it sent it, and its connection. */
+/** What a request leaves for its response: its frame as sent, and its connection. */
+interface Sent {
+  readonly frame: Buffer;
+  readonly connection: FilterConnection;
+}
+
+/** A follower's fetch, decoded for a re-ask. */
 interface Asked {
   readonly clientId: string | null;
   readonly request: FetchRequest;
@@ -94,7 +100,7 @@ export class FetchEpochWaitFilter implements FrameFilter {
   readonly #retryMs: number;
   readonly #maxWaitMs: number;
   readonly #sleep: (ms: number) => Promise<void>;
-  readonly #asked = new WeakMap<RequestInfo, Asked>();
+  readonly #sent = new WeakMap<RequestInfo, Sent>();
   /** walproxy's own correlation ids: negative, apart from the broker fence's (controller-tap.ts). */
   #nextCorrelationId = -0x20000000;
 
@@ -107,26 +113,21 @@ export class FetchEpochWaitFilter implements FrameFilter {
   }
 
   onRequest(info: RequestInfo, frame: Buffer, connection: FilterConnection): RequestDecision {
-    const forward: RequestDecision = { action: 'forward', frame, expectResponse: true };
-    // Only a follower's fetch (a replica id) whose connection can carry a re-ask.
-    if (info.apiVersion < FETCH_DECODES.min || info.apiVersion > FETCH_DECODES.max) return forward;
-    if (connection.sendUpstream === undefined) return forward;
-    try {
-      const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
-      const header = decodeRequestHeader(payload);
-      const request = decodeFetchRequest(payload.subarray(header.headerLength), info.apiVersion);
-      if ((request.replicaState?.replicaId ?? request.replicaId ?? -1) < 0) return forward;
-      this.#asked.set(info, { clientId: header.clientId, request, connection });
-    } catch {
-      // The broker judges it; its answer passes untouched.
-    }
-    return forward;
+    // Kept as sent, decoded only if its answer has a partition to re-ask (a leader change): every
+    // other fetch costs this filter nothing but its answer's decode.
+    if (
+      info.apiVersion >= FETCH_DECODES.min &&
+      info.apiVersion <= FETCH_DECODES.max &&
+      connection.sendUpstream !== undefined
+    )
+      this.#sent.set(info, { frame, connection });
+    return { action: 'forward', frame, expectResponse: true };
   }
 
   onResponse(info: RequestInfo, frame: Buffer): Buffer | Promise<Buffer> {
-    const asked = this.#asked.get(info);
-    if (asked === undefined) return frame;
-    this.#asked.delete(info);
+    const sent = this.#sent.get(info);
+    if (sent === undefined) return frame;
+    this.#sent.delete(info);
     const payload = frame.subarray(FRAME_SIZE_PREFIX_BYTES);
     let headerLength: number;
     let response: FetchResponse;
@@ -141,6 +142,11 @@ export class FetchEpochWaitFilter implements FrameFilter {
       return frame;
     }
     if (response.errorCode) return frame;
+    if (!response.responses.some((t) => t.partitions.some((p) => p.errorCode === UNKNOWN_LEADER_EPOCH)))
+      return frame;
+    const asked = followerFetch(sent, info.apiVersion);
+    // Only a follower's fetch (a replica id) is re-asked; one the codec cannot read, the broker judged.
+    if (asked === undefined) return frame;
     const waiting = this.#waitingPartitions(response, asked.request);
     if (waiting === undefined) return frame;
     if (waiting.topics.length === 0) {
@@ -290,6 +296,19 @@ export class FetchEpochWaitFilter implements FrameFilter {
       responseHeaderVersion(ApiKey.Fetch, info.apiVersion)!,
     );
     return decodeFetchResponse(payload.subarray(responseHeader.headerLength), info.apiVersion);
+  }
+}
+
+/** The request decoded, if it is a follower's fetch (a replica id) the codec reads. */
+function followerFetch(sent: Sent, version: number): Asked | undefined {
+  try {
+    const payload = sent.frame.subarray(FRAME_SIZE_PREFIX_BYTES);
+    const header = decodeRequestHeader(payload);
+    const request = decodeFetchRequest(payload.subarray(header.headerLength), version);
+    if ((request.replicaState?.replicaId ?? request.replicaId ?? -1) < 0) return undefined;
+    return { clientId: header.clientId, request, connection: sent.connection };
+  } catch {
+    return undefined;
   }
 }
 
