@@ -10,6 +10,7 @@ import {
 import { BROKER_IDS, KafkaCluster } from '../src/cluster/kafka-cluster.js';
 import { endOffsetTotal, waitForFullIsr } from '../src/cluster/leadership.js';
 import { walSidecarArgs, walSidecarEnv } from '../src/cluster/wal-settings.js';
+import { startVersitygw, type VersitygwServer } from '../src/s3/versitygw.js';
 import { compareReplicas } from '../src/wal/inspect.js';
 
 // Issue 12, case 6: a rolling restart as Kubernetes does it (SIGTERM, wait for the exit, start
@@ -132,10 +133,25 @@ async function checkNothingLost(cluster: KafkaCluster, acked: Awaited<ReturnType
   for (const topic of TOPICS) expect(await compareReplicas(cluster.workDirDataDirs(), topic, 3)).toEqual([]);
 }
 
+/** Stock's figure is the median of this many rounds of three broker restarts. */
+const STOCK_ROUNDS = 2;
+/** Sidecar restarts are cheap (no broker restart): two rounds, as many samples as stock's. */
+const SIDECAR_ROUNDS = 2;
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : Math.round((sorted[mid - 1]! + sorted[mid]!) / 2);
+}
+
+const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
 const clusters: KafkaCluster[] = [];
+let store: VersitygwServer | undefined;
 let failed = false;
 afterAll(async () => {
   for (const c of clusters) await c.stop({ keepLogs: failed });
+  await store?.stop();
 });
 
 describe('rolling restarts under load', () => {
@@ -147,18 +163,28 @@ describe('rolling restarts under load', () => {
       for (const topic of TOPICS) await createTopic(stock.bootstrap(), topic, { partitions: 3 });
       const stockLoad = await startLoad(stock.bootstrap());
       const stockGaps: number[] = [];
-      for (const id of BROKER_IDS)
-        stockGaps.push(gap(stockLoad, await restart(stock, 'broker', id), 'stock'));
+      for (let round = 0; round < STOCK_ROUNDS; round++)
+        for (const id of BROKER_IDS)
+          stockGaps.push(gap(stockLoad, await restart(stock, 'broker', id), 'stock'));
       await checkNothingLost(stock, await stockLoad.stop());
       await stock.stop();
       clusters.pop();
-      const stockMs = Math.max(...stockGaps);
+      const stockMedianMs = median(stockGaps);
+      const stockWorstMs = Math.max(...stockGaps);
 
-      // Given the same behind walproxy, WAL topic included
+      // Given the same behind walproxy, WAL topic included. Its store is a versitygw of its own,
+      // not the suite's moto: moto (Python) spent ~30 % of a core on this load's WAL objects
+      // (measured from /proc, 2026-12-05), CPU that stock's baseline, which has no store, never
+      // pays, taken from the brokers on two shared cores: with moto even the broker-alone
+      // restarts behind walproxy, stock Kafka's own controlled shutdown, took 2.0-2.4x stock's median;
+      // with versitygw 0.85x. On AWS the store (S3 Express) runs on no pod's cores.
       const { s3 } = inject('cluster');
+      store = await startVersitygw();
+      await store.createBucket(s3.bucket);
       const cluster = await KafkaCluster.start({
         sidecars: true,
-        sidecarArgs: () => walSidecarArgs({ ...s3, prefix: `rolling-${Date.now()}/` }),
+        sidecarArgs: () =>
+          walSidecarArgs({ ...s3, endpoint: store!.endpoint, prefix: `rolling-${Date.now()}/` }),
         sidecarEnv: walSidecarEnv(),
       });
       clusters.push(cluster);
@@ -176,7 +202,8 @@ describe('rolling restarts under load', () => {
       const gaps: Record<Kind, number[]> = { sidecar: [], broker: [], pod: [] };
       const fencedBeforeSidecars = fencings();
       const askedBeforeSidecars = fencingsAsked();
-      for (const id of BROKER_IDS) gaps.sidecar.push(gap(load, await restart(cluster, 'sidecar', id)));
+      for (let round = 0; round < SIDECAR_ROUNDS; round++)
+        for (const id of BROKER_IDS) gaps.sidecar.push(gap(load, await restart(cluster, 'sidecar', id)));
       const fencedBySidecarRestarts = fencings() - fencedBeforeSidecars;
       const fencingsAskedBySidecarRestarts = fencingsAsked() - askedBeforeSidecars;
       for (const id of BROKER_IDS) gaps.broker.push(gap(load, await restart(cluster, 'broker', id)));
@@ -205,20 +232,25 @@ describe('rolling restarts under load', () => {
       );
 
       // Then every restart's partitions were acknowledged again by themselves, within 9 s (a
-      // partition stalled past that has not recovered as stock does). How long against stock
-      // (issue #12's goal: within 2x stock's broker restart) is a figure, printed here and
-      // recorded in docs/operations.md, not a timed assertion.
+      // partition stalled past that has not recovered as stock does), and each step (sidecar
+      // alone, broker alone, pod) cost at most 2x a stock broker restart of the same run (issue
+      // #24): its median restart against stock's median, and its worst against stock's worst. Like
+      // against like: a step's worst of three against stock's median would fail stock against
+      // itself (its own worst exceeded 2x its median in 2 of the 10 runs in docs/operations.md).
       for (const kind of ['sidecar', 'broker', 'pod'] as const) {
+        const [kindMedian, kindWorst] = [median(gaps[kind]), Math.max(...gaps[kind])];
         console.log(
-          `[rolling] ${kind}: longest ${Math.max(...gaps[kind])} ms = ${(Math.max(...gaps[kind]) / stockMs).toFixed(2)}x stock's ${stockMs} ms`,
+          `[rolling] ${kind}: median ${kindMedian} ms = ${(kindMedian / stockMedianMs).toFixed(2)}x stock's median ${stockMedianMs} ms; worst ${kindWorst} ms = ${(kindWorst / stockWorstMs).toFixed(2)}x stock's worst ${stockWorstMs} ms (load ${loadAverage()})`,
         );
-        expect(Math.max(...gaps[kind]), kind).toBeLessThan(9_000);
+        expect(kindWorst, kind).toBeLessThan(9_000);
+        expect(kindMedian, `${kind}: median against stock's median`).toBeLessThanOrEqual(2 * stockMedianMs);
+        expect(kindWorst, `${kind}: worst against stock's worst`).toBeLessThanOrEqual(2 * stockWorstMs);
       }
       // And each sidecar's stop had the controller fence its broker first (its leaderships moved
       // while the sidecar still served; restart() waited for the full ISRs, so each was unfenced
       // again by its own heartbeat through the new sidecar), and none was fenced for a session
       // that timed out
-      expect(fencingsAskedBySidecarRestarts).toBe(BROKER_IDS.length);
+      expect(fencingsAskedBySidecarRestarts).toBe(BROKER_IDS.length * SIDECAR_ROUNDS);
       expect(fencedBySidecarRestarts).toBe(0);
       // And nothing acknowledged was lost, and the replicas are identical
       await checkNothingLost(cluster, acked);
