@@ -327,7 +327,7 @@ describe('TLS and SASL through the sidecars', () => {
     await createTopic(cluster.directBootstrap(), 'wal-sec-zl', { partitions: 3 });
     // alice, SASL_SSL through zone-a's sidecar (zone bootstrap, zone egresses, mutual TLS to the leaders' zone ingresses)
     const zoneBootstrap = `${zoneHost(1)}:${zonePorts(cluster.ports.base).bootstrap}`;
-    const produceAs = (topic: string, text: string) =>
+    const produceAs = (topic: string, text: string, partition?: number) =>
       kcat(
         [
           '-b',
@@ -335,6 +335,7 @@ describe('TLS and SASL through the sidecars', () => {
           ...kcatSecurityArgs('alice', clientCa.certPath),
           '-t',
           topic,
+          ...(partition === undefined ? [] : ['-p', String(partition)]),
           '-P',
           '-X',
           'acks=all',
@@ -383,10 +384,17 @@ describe('TLS and SASL through the sidecars', () => {
     expect(await storedBatchesWith('denied-zone-bytes')).toEqual([]);
 
     // And to a topic she may write, twice (two connections, the same principal), her batches go by
-    // reference and are read back
+    // reference and are read back. To a partition led outside zone-a: a keyless kcat sticks to
+    // one partition per batch, and a batch for zone-a's own leader rightly goes as bytes (no zone
+    // to cross), so a run that stuck to broker 1's partitions sent no reference at all.
+    const metadata = await withAdmin(cluster.directBootstrap(), (admin) =>
+      admin.fetchTopicMetadata({ topics: ['wal-sec-zl'] }),
+    );
+    const elsewhere = metadata.topics[0]!.partitions.find((p) => p.leader !== 1);
+    expect(elsewhere, 'a partition of wal-sec-zl led outside zone-a').toBeDefined();
     const records = Array.from({ length: 3_000 }, (_, i) => `zl-${i}-${'x'.repeat(200)}`);
     for (const half of [records.slice(0, 1_500), records.slice(1_500)]) {
-      const sent = await produceAs('wal-sec-zl', `${half.join('\n')}\n`);
+      const sent = await produceAs('wal-sec-zl', `${half.join('\n')}\n`, elsewhere!.partitionId);
       expect(sent.code, sent.stderr).toBe(0);
     }
     expect(await referenced()).toBeGreaterThan(before);
