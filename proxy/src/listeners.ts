@@ -186,7 +186,8 @@ export function buildListeners(config: SidecarConfig, options: ListenersOptions)
       }),
     );
   }
-  // One for every egress listener: it remembers each partition's high watermark across leaders.
+  // One shared by every egress listener: a follower's fetch answered UNKNOWN_LEADER_EPOCH is asked again
+  // (fetch-epoch-wait.ts).
   if (config.egressBrokerIds.length > 0) built.fetchEpochWait = new FetchEpochWaitFilter({ log });
   const epochWait = built.fetchEpochWait ? [built.fetchEpochWait] : [];
   for (const id of config.egressBrokerIds) {
