@@ -28,6 +28,7 @@ import type { WalBatchIndex } from '../wal/batch-index.js';
 import type { WalAppendTicket, WalLocation, WalWriter } from '../wal/index.js';
 import type { ProducerWaits } from '../wal/producer-waits.js';
 import type { SealingPolicy } from '../wal/sealing-policy.js';
+import { newProduceWalStats, type ProduceWalStats } from './produce-wal-stats.js';
 
 /** What the filter publishes on node:diagnostics_channel; telemetry subscribes and maps them. */
 export const PRODUCE_WAL_CHANNELS = {
@@ -83,53 +84,17 @@ interface PendingBatch {
   lastOffsetDelta: number;
   crc: number;
   recordCount: number;
+  /** Placed in the open object at once, before the broker's answer (stored ahead, below). */
+  storedAhead: boolean;
+  bytes: number;
 }
 
 /** What one request put in the WAL: batches copied at once, and copies waiting for a topic name. */
 interface PendingCopies {
   batches: PendingBatch[];
   deferred: Promise<PendingBatch[]>[];
-}
-
-export interface ProduceWalStats {
-  requestsCopied: number;
-  batchesCopied: number;
-  bytesCopied: number;
-  /** Durable-ack partitions whose batch could not be stored (whatever the broker answered). */
-  durableAckFailures: number;
-  /**
-   * Of those, partitions the broker had answered success (it appended the batch, and followers
-   * replicated it) and walproxy turned into REQUEST_TIMED_OUT: a non-idempotent producer's retry
-   * appends them again. The price of durable ack in an outage (docs/configuration.md).
-   */
-  durableAckFailuresAfterAppend: number;
-  /** Batches of topics without durable ack not copied because the store was degraded: they replicate inline. */
-  batchesNotCopiedStoreDegraded: number;
-  bytesNotCopiedStoreDegraded: number;
-  /**
-   * Batches of `mode=auto` topics not copied because their budget group replicates inline: its
-   * objects would not pay for themselves (the sealing policy, docs/cost.md).
-   */
-  batchesNotCopiedInlineMode: number;
-  bytesNotCopiedInlineMode: number;
-  /** Topics sent by id that the local broker's metadata did not know even after a refresh (not copied). */
-  unknownTopicIds: number;
-  /** Produce versions outside 3–13, forwarded without copying. */
-  unsupportedVersions: number;
-  /** Requests the codec could not read (the broker may: it is more lenient), forwarded without copying. */
-  requestsNotDecoded: number;
-  /** Batches the WAL writer refused to take (not a magic v2 batch). */
-  batchesNotCopied: number;
-  /** Partitions of WAL topics not copied because a batch of theirs could not be read as magic v2. */
-  partitionsNotCopied: number;
-  /** Batches indexed where they were stored already (zone-local produce), not uploaded again. */
-  batchesStoredElsewhere: number;
-  /**
-   * Partitions of WAL topics not copied because the request names them more than once: the
-   * broker appends at most one of the copies and answers the partition once, so no answer says
-   * which of them is in its log.
-   */
-  partitionsNamedTwice: number;
+  /** The producer's connection: its answers prove which topics it may write (stored ahead). */
+  connection: FilterConnection | undefined;
 }
 
 /**
@@ -146,25 +111,23 @@ export interface ProduceWalStats {
  */
 export class ProduceWalFilter implements FrameFilter {
   readonly apiKeys = new Set<number>([ApiKey.Produce]);
-  readonly stats: ProduceWalStats = {
-    requestsCopied: 0,
-    batchesCopied: 0,
-    bytesCopied: 0,
-    durableAckFailures: 0,
-    durableAckFailuresAfterAppend: 0,
-    batchesNotCopiedStoreDegraded: 0,
-    bytesNotCopiedStoreDegraded: 0,
-    batchesNotCopiedInlineMode: 0,
-    bytesNotCopiedInlineMode: 0,
-    unknownTopicIds: 0,
-    unsupportedVersions: 0,
-    requestsNotDecoded: 0,
-    batchesNotCopied: 0,
-    partitionsNotCopied: 0,
-    batchesStoredElsewhere: 0,
-    partitionsNamedTwice: 0,
-  };
+  readonly stats: ProduceWalStats = newProduceWalStats();
   private readonly pending = new WeakMap<RequestInfo, PendingCopies>();
+  /**
+   * Per producer connection, the topics its last answered Produce had appended without error
+   * (forgotten with the connection, and for a topic as soon as an answer refuses it). Their
+   * batches are stored ahead: placed in the open object as the request arrives, so that an
+   * acks=all request queued behind the one the broker works on (a broker reads a connection's
+   * next request only after answering the current one) finds its object stored when the broker
+   * appends it, instead of waiting a round for its upload. A connection that has not yet shown it
+   * may write a topic (authenticated, authorized, a valid producer state) gets nothing stored
+   * before the broker's answer, as before (tentative batches): nothing a refused client sends
+   * reaches the bucket. A batch stored ahead that the broker refuses (a leader change, a
+   * revoked ACL, a sequence error) stays in its object, never indexed in the metadata topic nor
+   * referenced to a follower (a follower's reference needs the leader's log batch and its
+   * digest), and is counted.
+   */
+  private readonly provenTopics = new WeakMap<FilterConnection, Set<string>>();
 
   constructor(
     private readonly deps: {
@@ -222,7 +185,8 @@ export class ProduceWalFilter implements FrameFilter {
       );
       return { action: 'forward', frame, expectResponse: acks !== 0 };
     }
-    const copied: PendingCopies = { batches: [], deferred: [] };
+    const copied: PendingCopies = { batches: [], deferred: [], connection };
+    const proven = connection === undefined ? undefined : this.provenTopics.get(connection);
     const bytesBefore = this.stats.bytesCopied;
     const namedTwice = partitionsNamedTwice(request.topicData);
     let topics = 0;
@@ -231,7 +195,7 @@ export class ProduceWalFilter implements FrameFilter {
         topicData.name ??
         (topicData.topicId !== undefined ? this.deps.topicNames.nameOf(topicData.topicId) : undefined);
       if (topic !== undefined) {
-        const batches = this.copyTopic(info, topicData, topic, namedTwice);
+        const batches = this.copyTopic(info, topicData, topic, namedTwice, proven?.has(topic) === true);
         if (batches.length > 0) topics++;
         copied.batches.push(...batches);
       } else if (topicData.topicId !== undefined && this.deps.topicNames.isUnknown(topicData.topicId)) {
@@ -245,7 +209,8 @@ export class ProduceWalFilter implements FrameFilter {
         const topicId = topicData.topicId;
         copied.deferred.push(
           this.deps.topicNames.resolve(topicId).then((name) => {
-            if (name !== undefined) return this.copyTopic(info, topicData, name, namedTwice);
+            if (name !== undefined)
+              return this.copyTopic(info, topicData, name, namedTwice, proven?.has(name) === true);
             this.stats.unknownTopicIds++;
             return [];
           }),
@@ -299,6 +264,8 @@ export class ProduceWalFilter implements FrameFilter {
     topicData: ProduceTopicData,
     topic: string,
     namedTwice: ReadonlySet<string>,
+    /** The connection's last answered Produce to this topic was appended: store ahead. */
+    storeAhead: boolean,
   ): PendingBatch[] {
     const settings = this.deps.policy.settingsFor(topic);
     if (!settings.wal) return [];
@@ -346,6 +313,7 @@ export class ProduceWalFilter implements FrameFilter {
           this.stats.bytesNotCopiedInlineMode += bytes.length;
           continue;
         }
+        const ahead = storeAhead && stored === undefined;
         let ticket: WalAppendTicket | undefined = stored && {
           durable: Promise.resolve(stored),
           confirm: () => undefined,
@@ -358,13 +326,14 @@ export class ProduceWalFilter implements FrameFilter {
           ticket ??= this.deps.writer.append(
             { topicId: topicData.topicId, topicName: topic, partition: partitionData.index, batch: bytes },
             // Tentative until the broker's answer (or a follower's fetch) shows it appended the
-            // batch: a Produce the broker refuses never lands in the bucket.
+            // batch, unless stored ahead (provenTopics): a Produce of a connection the broker has
+            // not yet accepted for the topic never lands in the bucket.
             {
               budgetMs,
               lingerMs: settings.lingerMs,
               targetBytes: settings.targetBytes,
               requiresStore,
-              tentative: true,
+              tentative: !ahead,
             },
           );
         } catch (error) {
@@ -378,6 +347,7 @@ export class ProduceWalFilter implements FrameFilter {
         else {
           this.stats.batchesCopied++;
           this.stats.bytesCopied += bytes.length;
+          if (ahead) this.stats.batchesStoredAhead++;
         }
         if (settings.mode !== 'inline') this.deps.index?.add(topic, partitionData.index, bytes, ticket);
         batches.push({
@@ -392,6 +362,8 @@ export class ProduceWalFilter implements FrameFilter {
           lastOffsetDelta: batch.lastOffsetDelta,
           crc: batch.crc,
           recordCount: batch.recordCount,
+          storedAhead: ahead,
+          bytes: bytes.length,
         });
       }
     }
@@ -403,20 +375,50 @@ export class ProduceWalFilter implements FrameFilter {
     if (!copied) return frame;
     this.pending.delete(info);
     this.deps.producerWaits?.answered(info, (this.deps.now ?? Date.now)());
-    if (copied.deferred.length === 0) return this.release(info, frame, copied.batches);
+    if (copied.deferred.length === 0) return this.release(info, frame, copied.batches, copied.connection);
     return Promise.all(copied.deferred).then((more) =>
-      this.release(info, frame, copied.batches.concat(...more)),
+      this.release(info, frame, copied.batches.concat(...more), copied.connection),
     );
   }
 
-  private release(info: RequestInfo, frame: Buffer, batches: PendingBatch[]): Buffer | Promise<Buffer> {
+  private release(
+    info: RequestInfo,
+    frame: Buffer,
+    batches: PendingBatch[],
+    connection: FilterConnection | undefined,
+  ): Buffer | Promise<Buffer> {
     if (batches.length === 0) return frame;
     const response = this.decodeResponse(info, frame);
     // The broker's answer decides what the WAL keeps: an appended partition's batches may be
-    // stored now, a refused one's (ACL, quota, invalid records, unknown partition) never are.
+    // stored now, a refused one's (ACL, quota, invalid records, unknown partition) never are
+    // (unless stored ahead: counted, never referenced). It also decides which topics this
+    // connection's next batches are stored ahead for: one refused partition withdraws its topic.
+    const appended = new Set<string>();
+    const refused = new Set<string>();
     for (const batch of batches) {
-      if (answerFor(batch, response.body)?.errorCode === 0) batch.ticket.confirm();
-      else batch.ticket.reject();
+      if (answerFor(batch, response.body)?.errorCode === 0) {
+        batch.ticket.confirm();
+        appended.add(batch.topic);
+      } else {
+        batch.ticket.reject();
+        refused.add(batch.topic);
+        if (batch.storedAhead) {
+          this.stats.batchesStoredAheadRefused++;
+          this.stats.bytesStoredAheadRefused += batch.bytes;
+        }
+      }
+    }
+    if (connection !== undefined) {
+      let proven = this.provenTopics.get(connection);
+      for (const topic of appended) {
+        if (refused.has(topic)) continue;
+        if (proven === undefined) {
+          proven = new Set();
+          this.provenTopics.set(connection, proven);
+        }
+        proven.add(topic);
+      }
+      for (const topic of refused) proven?.delete(topic);
     }
     const mustWait = batches.filter((b) => b.durableAck);
     if (mustWait.length === 0) {

@@ -2,7 +2,7 @@ import type { MeasuredCost } from '../cost/measured.js';
 import type { FetchEpochWaitStats } from '../filters/fetch-epoch-wait.js';
 import type { FetchFillStats } from '../filters/fetch-fill.js';
 import type { FetchStripStats } from '../filters/fetch-strip.js';
-import type { ProduceWalStats } from '../filters/produce-wal.js';
+import type { ProduceWalStats } from '../filters/produce-wal-stats.js';
 import type { PartitionHealth } from '../metadata/partition-health.js';
 import type { ListenerCounters } from '../net/counters.js';
 import type { WalRangeReaderStats } from '../wal/range-reader.js';

@@ -3,176 +3,26 @@ import {
   decodeProduceResponse,
   ErrorCode,
   encodeProduceRequest,
-  encodeProduceResponse,
   encodeRequestHeader,
-  encodeResponseHeader,
   parseWalObject,
 } from '@walproxy/shared';
 import { describe, expect, it } from 'vitest';
 import { makeBatch } from '../../../shared/test/wal/batches.js';
-import { ProduceWalFilter } from '../../src/filters/produce-wal.js';
 import { createLogger } from '../../src/log.js';
 import { TopicNames } from '../../src/metadata/topic-names.js';
-import type { WalMetadataPublisher, WalPiece } from '../../src/metadata/wal-metadata-publisher.js';
-import type { RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
-import { type TopicMode, TopicPolicy } from '../../src/topics/topic-policy.js';
-import { ProducerWaits, WalWriter } from '../../src/wal/index.js';
-import { type ReplicationMode, SealingPolicy } from '../../src/wal/sealing-policy.js';
-import { MemoryObjectStore } from '../wal/memory-store.js';
-
-const TOPIC_ID = '0123456789abcdef0123456789abcdef';
-
-function frame(parts: Buffer[]): Buffer {
-  const size = Buffer.alloc(4);
-  size.writeInt32BE(
-    parts.reduce((n, p) => n + p.length, 0),
-    0,
-  );
-  return Buffer.concat([size, ...parts]);
-}
-
-function produceRequest(
-  version: number,
-  acks: number,
-  topic: { name?: string; topicId?: string },
-  batch: Buffer,
-): Buffer {
-  return produceRequestOf(version, acks, topic, [{ index: 0, records: batch }]);
-}
-
-function produceRequestOf(
-  version: number,
-  acks: number,
-  topic: { name?: string; topicId?: string },
-  partitionData: Array<{ index: number; records: Buffer }>,
-): Buffer {
-  return frame([
-    encodeRequestHeader({ apiKey: ApiKey.Produce, apiVersion: version, correlationId: 5, clientId: 'test' }),
-    encodeProduceRequest(
-      { transactionalId: null, acks, timeoutMs: 30_000, topicData: [{ ...topic, partitionData }] },
-      version,
-    ),
-  ]);
-}
-
-function produceResponse(
-  version: number,
-  topic: { name?: string; topicId?: string },
-  baseOffset: bigint,
-): Buffer {
-  return produceResponseOf(version, topic, [{ index: 0, errorCode: 0, baseOffset }]);
-}
-
-function produceResponseOf(
-  version: number,
-  topic: { name?: string; topicId?: string },
-  partitions: Array<{ index: number; errorCode: number; baseOffset: bigint }>,
-): Buffer {
-  return frame([
-    encodeResponseHeader({ correlationId: 5 }, version >= 9 ? 1 : 0),
-    encodeProduceResponse(
-      {
-        responses: [
-          {
-            ...topic,
-            partitionResponses: partitions.map((p) => ({
-              ...p,
-              baseOffset: p.errorCode === 0 ? p.baseOffset : -1n,
-              logAppendTimeMs: -1n,
-              logStartOffset: 0n,
-              recordErrors: [],
-              errorMessage: null,
-            })),
-          },
-        ],
-        throttleTimeMs: 0,
-      },
-      version,
-    ),
-  ]);
-}
-
-function setup(
-  options: {
-    names?: Map<string, string>;
-    resolveLater?: Promise<void>;
-    durableAck?: boolean;
-    health?: StoreHealth;
-    sealing?: SealingPolicy;
-    mode?: TopicMode;
-    producerWaits?: ProducerWaits;
-  } = {},
-) {
-  const store = new MemoryObjectStore();
-  const writer = new WalWriter({
-    store,
-    brokerId: 1,
-    lingerMs: 5,
-    ...(options.sealing ? { policy: options.sealing } : {}),
-  });
-  const names = options.names ?? new Map<string, string>();
-  const topicNames = {
-    nameOf: (id: string) => names.get(id),
-    isUnknown: () => false,
-    resolve: async (id: string) => {
-      await options.resolveLater;
-      return names.get(id);
-    },
-  } as unknown as TopicNames;
-  const published: WalPiece[] = [];
-  const publisher = { publish: (p: WalPiece) => published.push(p) } as unknown as WalMetadataPublisher;
-  const policy = new TopicPolicy(
-    {
-      wal: false,
-      latencyBudgetMs: 50,
-      lingerMs: 5,
-      targetBytes: 400_000,
-      durableAck: options.durableAck ?? true,
-      mode: options.mode ?? 'wal',
-      maxHoldMs: 200,
-    },
-    [{ pattern: 'wal-*', settings: { wal: true } }],
-  );
-  const filter = new ProduceWalFilter({
-    writer,
-    policy,
-    topicNames,
-    publisher,
-    ...(options.health ? { health: options.health } : {}),
-    ...(options.sealing ? { sealing: options.sealing } : {}),
-    ...(options.producerWaits ? { producerWaits: options.producerWaits } : {}),
-    log: createLogger('silent'),
-  });
-  return { store, writer, filter, published, names };
-}
-
-/** A sealing policy whose groups are in `mode`, recording what it was shown. */
-function sealingIn(mode: ReplicationMode) {
-  const observed: Array<{ budgetMs: number; bytes: number }> = [];
-  // Objects under 10,000 bytes cost more than they save.
-  const policy = new SealingPolicy({
-    economics: {
-      breakEvenObjectBytes: 10_000,
-      savingUsd: (bytes) => bytes - 10_000,
-      savingPerByte: (bytes) => (bytes - 10_000) / bytes,
-      stockUsdPerByte: 1,
-    },
-  });
-  const realObserve = policy.observe.bind(policy);
-  policy.observe = (budgetMs, bytes, nowMs) => {
-    observed.push({ budgetMs, bytes });
-    realObserve(budgetMs, bytes, nowMs);
-  };
-  policy.mode = () => mode;
-  return { policy, observed };
-}
-
-const info = (version: number): RequestInfo => ({
-  apiKey: ApiKey.Produce,
-  apiVersion: version,
-  correlationId: 5,
-});
+import { ProducerWaits } from '../../src/wal/index.js';
+import {
+  frame,
+  info,
+  produceRequest,
+  produceRequestOf,
+  produceResponse,
+  produceResponseOf,
+  sealingIn,
+  setup,
+  TOPIC_ID,
+} from './produce-wal-support.js';
 
 describe('ProduceWalFilter', () => {
   it('tells ProducerWaits which connections wait for the WAL: acks=all until answered; acks=1 and mode=inline never', async () => {

@@ -1,6 +1,6 @@
 import { FetchFillFilter, type FetchFillStats } from '../../src/filters/fetch-fill.js';
 import { type FetchStripStats, newFetchStripStats } from '../../src/filters/fetch-strip.js';
-import type { ProduceWalStats } from '../../src/filters/produce-wal.js';
+import type { ProduceWalStats } from '../../src/filters/produce-wal-stats.js';
 import { createLogger } from '../../src/log.js';
 import { newListenerCounters } from '../../src/net/counters.js';
 import type { TelemetrySources } from '../../src/telemetry/index.js';
