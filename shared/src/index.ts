@@ -17,6 +17,7 @@ export * from './protocol/reader.js';
 export * from './protocol/writer.js';
 export * from './records/crc32c.js';
 export * from './records/record-batch.js';
+export * from './replication/prefetch-hints.js';
 export * from './replication/wal-references.js';
 export * from './replication/wal-trace.js';
 export * from './wal/index.js';

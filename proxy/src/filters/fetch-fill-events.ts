@@ -106,6 +106,9 @@ export interface FetchFillStats {
   deadlineMisses: number;
   /** Fillable requests forwarded unmarked (so answered inline) while their leader's store backs off. */
   requestsDuringBackoff: number;
+  /** Objects the leader sides hinted (prefetch-hints.ts), and of them the ones read ahead into the cache. */
+  prefetchHints: number;
+  prefetchesStarted: number;
   /** Times reads of a store failed or missed the deadline and its leaders went inline for a while. */
   backoffs: number;
   /**
@@ -147,6 +150,8 @@ export function newFetchFillStats(): FetchFillStats {
     fillLatencyMs: { sum: 0, count: 0, max: 0 },
     deadlineMisses: 0,
     requestsDuringBackoff: 0,
+    prefetchHints: 0,
+    prefetchesStarted: 0,
     backoffs: 0,
     responsesNotDecoded: 0,
     requestsNotDecoded: 0,

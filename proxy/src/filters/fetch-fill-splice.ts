@@ -1,6 +1,6 @@
 // The follower side's output frame (fetch-fill.ts): the broker's Fetch response with each filled
 // partition's records replaced by its rebuilt pieces and every walproxy tag removed (segment
-// lists, the trace context), so the follower's broker gets a stock response. Spliced in place
+// lists, the trace context, prefetch hints), so the follower's broker gets a stock response. Spliced in place
 // where the decoded views say where the fields lie, re-encoded through the codec otherwise.
 import {
   encodeFetchResponse,
@@ -8,6 +8,7 @@ import {
   type FetchResponse,
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
+  PREFETCH_HINTS_TAG,
   type RawTaggedField,
   Reader,
   WAL_TRACE_TAG,
@@ -29,12 +30,12 @@ export interface Edit {
   readonly rebuilt: Rebuilt;
 }
 
-/** Where the response's top-level WAL_TRACE_TAG lies in the frame, to be cut out. */
+/** Where the response's top-level walproxy tags (trace context, prefetch hints) lie in the frame, to be cut out. */
 interface TopCut {
   /** The top-level tag count, the first tag after it. */
   readonly countAt: number;
   readonly firstTagAt: number;
-  /** The trace tag's bytes, header included. */
+  /** Our tags' bytes, headers included: the section's last tags, one run. */
   readonly tagAt: number;
   readonly tagEnd: number;
   readonly newCount: Buffer;
@@ -45,41 +46,49 @@ function tagHeaderOf(field: RawTaggedField): Buffer {
 }
 
 /**
- * The trace tag's place in the response's top-level tag section, the frame's last bytes; undefined
- * when the decoded views do not say it (a NodeEndpoints tag, decoded rather than kept raw, hides
- * where the section starts): the caller then re-encodes.
+ * Where our tags (ascending, as found in the response) lie in its top-level tag section, whose
+ * last tags they must be (their numbers are above any of Kafka's) and which ends the frame;
+ * undefined when the decoded views do not say it (a NodeEndpoints tag, decoded rather than kept
+ * raw, hides where the section starts, or a tag above ours): the caller then re-encodes.
  */
-function topCutOf(frame: Buffer, response: FetchResponse, trace: RawTaggedField): TopCut | undefined {
+function topCutOf(
+  frame: Buffer,
+  response: FetchResponse,
+  ours: readonly RawTaggedField[],
+): TopCut | undefined {
   const raw = response.taggedFields ?? [];
   if (response.nodeEndpoints !== undefined || raw.some((t) => t.data.buffer !== frame.buffer))
     return undefined;
+  const k = ours.length;
+  if (k === 0 || raw.length < k || ours.some((t, j) => raw[raw.length - k + j] !== t)) return undefined;
   const at = (t: RawTaggedField) => t.data.byteOffset - frame.byteOffset;
   const first = raw[0]!;
   const last = raw.at(-1)!;
   const firstTagAt = at(first) - tagHeaderOf(first).length;
   const count = uvarintBytes(raw.length);
   const countAt = firstTagAt - count.length;
-  const traceHeader = tagHeaderOf(trace);
-  const tagAt = at(trace) - traceHeader.length;
+  const firstOurs = ours[0]!;
+  const oursHeader = tagHeaderOf(firstOurs);
+  const tagAt = at(firstOurs) - oursHeader.length;
   if (
     countAt < 0 ||
     at(last) + last.data.length !== frame.length ||
     !frame.subarray(countAt, firstTagAt).equals(count) ||
-    !frame.subarray(tagAt, at(trace)).equals(traceHeader)
+    !frame.subarray(tagAt, at(firstOurs)).equals(oursHeader)
   )
     return undefined;
   return {
     countAt,
     firstTagAt,
     tagAt,
-    tagEnd: at(trace) + trace.data.length,
-    newCount: uvarintBytes(raw.length - 1),
+    tagEnd: at(last) + last.data.length,
+    newCount: uvarintBytes(raw.length - k),
   };
 }
 
 /**
  * The response frame with each edited partition's records replaced by its pieces and its segment
- * list dropped (and the trace tag, `top`), written into one buffer: every other byte is copied
+ * list dropped (and our top-level tags, `top`), written into one buffer: every other byte is copied
  * from the broker's frame as it is, and each filled byte is copied once, from the object cache to
  * the output. Undefined when a partition's fields are not where the decoded views say (null
  * records, say): the caller then re-encodes.
@@ -163,7 +172,7 @@ function splice(frame: Buffer, edits: readonly Edit[], top?: TopCut): Buffer | u
 
 /**
  * The output frame: spliced where the views allow it, re-encoded otherwise, without any walproxy
- * tag (segment lists, the trace context) — the follower's broker gets a stock response.
+ * tag (segment lists, the trace context, prefetch hints) — the follower's broker gets a stock response.
  */
 export function rebuildFrame(
   frame: Buffer,
@@ -172,9 +181,12 @@ export function rebuildFrame(
   edits: readonly Edit[],
   version: number,
   trace: RawTaggedField | undefined,
+  hints?: RawTaggedField | undefined,
 ): Buffer {
-  const top = trace === undefined ? undefined : topCutOf(frame, response, trace);
-  const spliced = trace === undefined || top !== undefined ? splice(frame, edits, top) : undefined;
+  // Ascending, as the section holds them (WAL_TRACE_TAG < PREFETCH_HINTS_TAG).
+  const ours = [trace, hints].filter((t): t is RawTaggedField => t !== undefined);
+  const top = ours.length === 0 ? undefined : topCutOf(frame, response, ours);
+  const spliced = ours.length === 0 || top !== undefined ? splice(frame, edits, top) : undefined;
   return spliced ?? reencode(frame, headerLength, response, edits, version);
 }
 
@@ -195,7 +207,8 @@ function reencode(
     const rest = partition.taggedFields?.filter((f) => f.tag !== PARTITION_SEGMENTS_TAG) ?? [];
     partition.taggedFields = rest.length === 0 ? undefined : rest;
   }
-  const rest = response.taggedFields?.filter((f) => f.tag !== WAL_TRACE_TAG) ?? [];
+  const rest =
+    response.taggedFields?.filter((f) => f.tag !== WAL_TRACE_TAG && f.tag !== PREFETCH_HINTS_TAG) ?? [];
   response.taggedFields = rest.length === 0 ? undefined : rest;
   const header = frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength);
   return encodeFrame(header, encodeFetchResponse(response, version));

@@ -17,8 +17,8 @@ import { messageOf } from './fetch-fill-rebuild.js';
 export const FETCH_FILL_BACKOFF_MIN_MS = 1_000;
 export const FETCH_FILL_BACKOFF_MAX_MS = 10_000;
 
-/** The part of WalRangeReader the filter uses. */
-export type FillReader = Pick<WalRangeReader, 'read' | 'peek'>;
+/** The part of WalRangeReader the filter uses (prefetch: readers that read ahead on hints). */
+export type FillReader = Pick<WalRangeReader, 'read' | 'peek'> & Partial<Pick<WalRangeReader, 'prefetch'>>;
 
 interface StoreBackoff {
   /** The last window's length: the next one doubles it. */

@@ -23,12 +23,14 @@ import {
   decodeFetchRequest,
   decodeFetchResponse,
   decodePartitionSegments,
+  decodePrefetchHints,
   decodeRequestHeader,
   decodeResponseHeader,
   decodeWalTrace,
   encodeFetchCapability,
   encodeFetchRequest,
   encodeFrame,
+  encodePrefetchHintsWanted,
   FETCH_CAPABILITY_TAG,
   type FetchRequestTopic,
   type FetchResponse,
@@ -37,6 +39,7 @@ import {
   type InlineRequest,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
+  PREFETCH_HINTS_TAG,
   type RawTaggedField,
   responseHeaderVersion,
   WAL_TRACE_TAG,
@@ -147,6 +150,8 @@ const EMPTY = Buffer.alloc(0);
 /** Requests that reach onRequest without a connection (direct callers) share one leader. */
 const NO_CONNECTION = {};
 const FETCH_DECODES = apiKeyInfo(ApiKey.Fetch)!.decodes!;
+/** The prefetch hints tag of every marked request: the same bytes each time. */
+const HINTS_WANTED = encodePrefetchHintsWanted();
 
 const channels = {
   fill: channel(FETCH_FILL_CHANNELS.fill),
@@ -178,6 +183,7 @@ export class FetchFillFilter implements FrameFilter {
   readonly #now: () => number;
   readonly #pending: PendingFallbacks;
   readonly #reads: FillStoreReads;
+  readonly #readerFor: (store: string) => FillReader | undefined;
   readonly #sent = new WeakMap<RequestInfo, SentRequest>();
   /** Per connection (so per leader): the stores its references name. */
   readonly #leaders = new WeakMap<object, Leader>();
@@ -195,6 +201,7 @@ export class FetchFillFilter implements FrameFilter {
     if (!Number.isSafeInteger(deadline) || deadline < 0) {
       throw new RangeError(`fillDeadlineMs must be a non-negative integer, got ${deadline}`);
     }
+    this.#readerFor = options.readerFor;
     this.#reads = new FillStoreReads({
       readerFor: options.readerFor,
       log: this.#log,
@@ -251,8 +258,11 @@ export class FetchFillFilter implements FrameFilter {
     // KIP-482: tags ascending, each at most once; a tag left by another walproxy hop is replaced,
     // since this hop is the one that fills the answer.
     request.taggedFields = [
-      ...(request.taggedFields ?? []).filter((f) => f.tag !== FETCH_CAPABILITY_TAG),
+      ...(request.taggedFields ?? []).filter(
+        (f) => f.tag !== FETCH_CAPABILITY_TAG && f.tag !== PREFETCH_HINTS_TAG,
+      ),
       { tag: FETCH_CAPABILITY_TAG, data: encodeFetchCapability({ inlineRequests }) },
+      { tag: PREFETCH_HINTS_TAG, data: HINTS_WANTED },
     ].sort((a, b) => a.tag - b.tag);
     const body = encodeFetchRequest(request, info.apiVersion);
     this.#sent.set(info, {
@@ -310,13 +320,15 @@ export class FetchFillFilter implements FrameFilter {
       }
     }
     const trace = response.taggedFields?.find((f) => f.tag === WAL_TRACE_TAG);
+    const hints = response.taggedFields?.find((f) => f.tag === PREFETCH_HINTS_TAG);
+    if (hints !== undefined) this.#prefetch(hints);
     if (tagged.length === 0) {
-      // A trace tag without references (not something a leader side sends): dropped all the same.
-      return trace === undefined
+      // Our top-level tags without references (not something a leader side sends): dropped all the same.
+      return trace === undefined && hints === undefined
         ? frame
-        : rebuildFrame(frame, header.headerLength, response, [], info.apiVersion, trace);
+        : rebuildFrame(frame, header.headerLength, response, [], info.apiVersion, trace, hints);
     }
-    return this.#fill(info, sent, frame, header.headerLength, response, tagged, trace, started);
+    return this.#fill(info, sent, frame, header.headerLength, response, tagged, trace, started, hints);
   }
 
   async #fill(
@@ -328,6 +340,7 @@ export class FetchFillFilter implements FrameFilter {
     tagged: readonly Tagged[],
     trace: RawTaggedField | undefined,
     started: number,
+    hints: RawTaggedField | undefined,
   ): Promise<Buffer> {
     // Every body of one object in one read, every object at once.
     const objects = new Map<string, ObjectReads>();
@@ -393,7 +406,7 @@ export class FetchFillFilter implements FrameFilter {
     }
     this.#reads.judge(objects, reads, peeked);
 
-    const out = rebuildFrame(frame, headerLength, response, edits, info.apiVersion, trace);
+    const out = rebuildFrame(frame, headerLength, response, edits, info.apiVersion, trace, hints);
     const durationMs = performance.now() - started;
     const stats = this.stats;
     stats.responsesFilled++;
@@ -425,6 +438,27 @@ export class FetchFillFilter implements FrameFilter {
       );
     }
     return out;
+  }
+
+  /**
+   * Starts reading the hinted objects into their readers' caches, so that the references that
+   * name them, a round later, are cache hits (prefetch-hints.ts). Nothing waits for these reads
+   * and their failures judge no store: a hint is only a hint.
+   */
+  #prefetch(tag: RawTaggedField): void {
+    const hints = decodePrefetchHints(tag.data);
+    if (hints === undefined) return;
+    this.stats.prefetchHints += hints.length;
+    for (const { store, objectKey, size } of hints) {
+      if (this.#reads.backingOff(store)) continue;
+      let reader: FillReader | undefined;
+      try {
+        reader = this.#readerFor(store);
+      } catch {
+        continue;
+      }
+      if (reader?.prefetch?.(objectKey, size) === true) this.stats.prefetchesStarted++;
+    }
   }
 
   /** At most one a minute: the fallback itself is counted every time (fallbacks.digestMismatch). */

@@ -33,6 +33,7 @@ export function newFetchStripStats(): FetchStripStats {
     holds: 0,
     holdMsTotal: 0,
     holdMsMax: 0,
+    prefetchHintsSent: 0,
     unknownCapabilityVersions: 0,
     responsesNotDecoded: 0,
     requestsNotDecoded: 0,
@@ -119,6 +120,8 @@ export interface FetchStripStats {
   holds: number;
   holdMsTotal: number;
   holdMsMax: number;
+  /** Objects named to follower sides in prefetch hints (prefetch-hints.ts). */
+  prefetchHintsSent: number;
   /**
    * Marked requests from a follower side that reads another reference format, or whose
    * capability tag cannot be read: answered stock.

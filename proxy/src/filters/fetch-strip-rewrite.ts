@@ -12,6 +12,8 @@ import {
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
+  PREFETCH_HINTS_TAG,
+  type RawTaggedField,
   RecordBatch,
   type SegmentsVersion,
   WAL_TRACE_TAG,
@@ -51,6 +53,11 @@ export interface RewriteContext {
   /** The store this sidecar writes to (--wal-store-url): references name it for the follower. */
   storeUrl: string;
   log: Logger;
+  /**
+   * The prefetch hints tag for this response, given the objects it references (fetch-strip.ts);
+   * absent when the follower side did not ask for hints.
+   */
+  hints?: ((referenced: ReadonlySet<string>) => RawTaggedField | undefined) | undefined;
 }
 
 export function rewriteResponse(
@@ -116,6 +123,14 @@ export function rewriteResponse(
   if (referenced === 0) return frame;
   ctx.stats.responsesRewritten++;
   carryTraceContext(ctx.log, response, tally.objectKeys);
+  const hints = ctx.hints?.(objectKeys);
+  if (hints !== undefined) {
+    // KIP-482: tags ascending, each at most once.
+    response.taggedFields = [
+      ...(response.taggedFields ?? []).filter((t) => t.tag !== PREFETCH_HINTS_TAG),
+      hints,
+    ].sort((a, b) => a.tag - b.tag);
+  }
   const body = encodeFetchResponse(response, version);
   return encodeFrame(frame.subarray(FRAME_SIZE_PREFIX_BYTES, FRAME_SIZE_PREFIX_BYTES + headerLength), body);
 }

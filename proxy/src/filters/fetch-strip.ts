@@ -10,20 +10,24 @@ import {
   decodeFetchResponse,
   decodeRequestHeader,
   decodeResponseHeader,
+  encodePrefetchHints,
   FETCH_CAPABILITY_TAG,
   type FetchCapability,
   type FetchRequest,
   type FetchResponse,
   type PartialBatch,
+  PREFETCH_HINTS_TAG,
+  type RawTaggedField,
   type RecordBatch,
   recordBatches,
   responseHeaderVersion,
   type SegmentsVersion,
+  wantsPrefetchHints,
 } from '@walproxy/shared';
 import type { Logger } from '../log.js';
 import type { TopicNames } from '../metadata/topic-names.js';
 import { FRAME_SIZE_PREFIX_BYTES } from '../net/frame-decoder.js';
-import type { FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
+import type { FilterConnection, FrameFilter, RequestDecision, RequestInfo } from '../net/frame-filter.js';
 import type { StoreHealth } from '../store/store-health.js';
 import type { TopicPolicy } from '../topics/topic-policy.js';
 import type { WalBatchIndex } from '../wal/batch-index.js';
@@ -64,7 +68,22 @@ interface MarkedRequest {
   inline: Set<string>;
   /** The segment-list version the follower side reads (its capability's): what it gets. */
   version: SegmentsVersion;
+  /** The follower side asked for prefetch hints (in a version this build writes), on this connection. */
+  hintsFor: FilterConnection | undefined;
 }
+
+/** What a follower connection was hinted: the index's cursor, and the partitions it fetches. */
+interface HintState {
+  cursor: number;
+  /** Interned partitions (the index's ids) this connection got records of. */
+  partitions: Set<number>;
+}
+
+/**
+ * Hints per response at most: the objects a follower will be referenced to next, oldest first. A
+ * few rounds' worth; more would queue prefetches ahead of the fill's own GETs in the reader.
+ */
+export const MAX_PREFETCH_HINTS = 8;
 
 /**
  * Leader side of replication through the WAL (docs/architecture.md, "Replication through the WAL",
@@ -82,6 +101,7 @@ export class FetchStripFilter implements FrameFilter {
   readonly apiKeys = new Set<number>([ApiKey.Fetch]);
   readonly stats: FetchStripStats = newFetchStripStats();
   private readonly marked = new WeakMap<RequestInfo, MarkedRequest>();
+  private readonly hinted = new WeakMap<FilterConnection, HintState>();
   private lastDigestWarningMs = Number.NEGATIVE_INFINITY;
 
   constructor(
@@ -102,7 +122,7 @@ export class FetchStripFilter implements FrameFilter {
     },
   ) {}
 
-  onRequest(info: RequestInfo, frame: Buffer): RequestDecision {
+  onRequest(info: RequestInfo, frame: Buffer, connection?: FilterConnection): RequestDecision {
     const request =
       info.apiVersion >= FETCH_STRIP_VERSIONS.min && info.apiVersion <= FETCH_STRIP_VERSIONS.max
         ? this.decodeRequest(info, frame)
@@ -111,16 +131,22 @@ export class FetchStripFilter implements FrameFilter {
       const tag = request.taggedFields?.find((t) => t.tag === FETCH_CAPABILITY_TAG);
       const capability = tag ? readCapability(tag.data) : undefined;
       if (capability) {
+        const hints = request.taggedFields?.find((t) => t.tag === PREFETCH_HINTS_TAG);
         this.marked.set(info, {
           inline: new Set(capability.inlineRequests.map((r) => `${r.topicId}:${r.partition}`)),
           version: capability.version,
+          hintsFor: hints !== undefined && wantsPrefetchHints(hints.data) ? connection : undefined,
         });
       } else if (tag) {
         this.stats.unknownCapabilityVersions++;
       }
     }
-    // The broker ignores the unknown tag (KIP-482), so the request goes up as it came.
+    // The broker ignores the unknown tags (KIP-482), so the request goes up as it came.
     return { action: 'forward', frame, expectResponse: true };
+  }
+
+  onClose(connection: FilterConnection): void {
+    this.hinted.delete(connection);
   }
 
   /**
@@ -249,6 +275,7 @@ export class FetchStripFilter implements FrameFilter {
     const plans: Plan[] = [];
     /** Settle when a batch still uploading is stored (or fails). */
     const uploading: Promise<void>[] = [];
+    const hintState = marked.hintsFor === undefined ? undefined : this.hintStateOf(marked.hintsFor);
     for (const topic of response.responses) {
       const topicId = topic.topicId;
       const name = topicId !== undefined ? this.deps.topicNames.nameOf(topicId) : topic.topic;
@@ -283,6 +310,10 @@ export class FetchStripFilter implements FrameFilter {
             inlineMany(offWal, counted.other, counted.otherBytes);
           }
           continue;
+        }
+        if (hintState !== undefined) {
+          const id = this.deps.index.partitionIdOf(name, partition.partitionIndex);
+          if (id !== undefined) hintState.partitions.add(id);
         }
         const walked = walkBatches(records);
         if (walked === undefined) {
@@ -350,7 +381,12 @@ export class FetchStripFilter implements FrameFilter {
     }
     const rewrite = () => {
       const out = rewriteResponse(
-        { stats: this.stats, storeUrl: this.deps.storeUrl, log: this.deps.log },
+        {
+          stats: this.stats,
+          storeUrl: this.deps.storeUrl,
+          log: this.deps.log,
+          hints: hintState && ((referenced) => this.hintsTag(hintState, referenced)),
+        },
         frame,
         info.apiVersion,
         marked.version,
@@ -367,6 +403,35 @@ export class FetchStripFilter implements FrameFilter {
     // Counted from the response's arrival: a wait for topic names is part of the hold.
     const holdMs = Math.max(0, this.responseHoldMs(response) - (performance.now() - arrived));
     return this.holdFor(uploading, holdMs, tally).then(rewrite);
+  }
+
+  private hintStateOf(connection: FilterConnection): HintState {
+    let state = this.hinted.get(connection);
+    if (state === undefined) {
+      state = { cursor: 0, partitions: new Set() };
+      this.hinted.set(connection, state);
+    }
+    return state;
+  }
+
+  /**
+   * The prefetch hints for a rewritten response: objects stored since this connection's last hints
+   * that hold batches of partitions it fetches, minus those the response references already.
+   * Undefined when there are none (no tag at all).
+   */
+  private hintsTag(state: HintState, referenced: ReadonlySet<string>): RawTaggedField | undefined {
+    const { objects, cursor } = this.deps.index.storedSince(
+      state.cursor,
+      (id) => state.partitions.has(id),
+      MAX_PREFETCH_HINTS,
+    );
+    state.cursor = cursor;
+    const hints = objects
+      .filter((o) => !referenced.has(o.objectKey))
+      .map((o) => ({ store: o.store ?? this.deps.storeUrl, objectKey: o.objectKey, size: o.size }));
+    if (hints.length === 0) return undefined;
+    this.stats.prefetchHintsSent += hints.length;
+    return { tag: PREFETCH_HINTS_TAG, data: encodePrefetchHints(hints) };
   }
 
   /**

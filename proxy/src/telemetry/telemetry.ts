@@ -20,6 +20,7 @@ import { ZONE_PRODUCE_CHANNELS } from '../zone/channels.js';
 import { DataPathLiveness, observeLiveness } from './liveness.js';
 import { ChannelMetrics, observeSources } from './metrics.js';
 import { observeReplicationHealth } from './replication-health.js';
+import { observeRound } from './round-metrics.js';
 import type { TelemetrySources } from './sources.js';
 import { SpanMapper } from './spans.js';
 import { observeZone, ZoneChannelMetrics } from './zone-metrics.js';
@@ -82,6 +83,7 @@ export class Telemetry {
     observeSources(meter, init.sources);
     observeLiveness(meter, this.#liveness, init.sources.wal !== undefined);
     observeReplicationHealth(meter, init.sources);
+    if (init.sources.wal) observeRound(meter, init.sources.wal);
     const m = new ChannelMetrics(meter);
     // Without a span processor nothing would ever see a span: do not make any.
     let spans: SpanMapper | undefined;

@@ -124,7 +124,21 @@ interface ObjectRecord {
   uploadedAtMs: number;
   /** The newest entry in it: the record goes when that entry has aged out. */
   lastSeq: number;
+  /** Its place in the order objects were stored in (storedSince's cursor). */
+  storedOrder: number;
+  /** The interned partitions it holds batches of. */
+  partitions: Set<number>;
 }
+
+/** A stored object as storedSince gives it: what a follower side needs to read it whole. */
+export interface StoredObjectHint {
+  readonly store: string | undefined;
+  readonly objectKey: string;
+  readonly size: number;
+}
+
+/** How many of the newest stored objects storedSince looks back over. */
+const STORED_LOG_SIZE = 256;
 
 /**
  * Finds, for a batch in a Fetch response (as the leader stored it), the produced batch the WAL
@@ -161,6 +175,9 @@ export class WalBatchIndex {
   readonly #objects = new Map<number, ObjectRecord>();
   readonly #objectIds = new Map<string, number>();
   #nextObjectId = 0;
+  /** The ids of the newest stored objects, oldest first (at most STORED_LOG_SIZE). */
+  readonly #storedLog: number[] = [];
+  #nextStoredOrder = 1;
   /** Tickets of entries whose object is not stored yet, by sequence number. */
   readonly #pending = new Map<number, WalAppendTicket>();
   readonly #counters = { logBatchesHashed: 0, digestMismatches: 0 };
@@ -277,6 +294,40 @@ export class WalBatchIndex {
     return tp !== undefined && this.#newestOfPartition[tp]! >= this.#oldestSeq;
   }
 
+  /** The partition's interned id, for storedSince's filter; undefined when no batch of it was added. */
+  partitionIdOf(topic: string, partition: number): number | undefined {
+    return this.#partitionId(topic, partition);
+  }
+
+  /**
+   * The objects stored after `cursor` (0: any of the newest STORED_LOG_SIZE) that hold a batch of a
+   * partition `wants`, oldest first (a broker appends in order: the oldest is referenced first), at
+   * most `max`; and the cursor to pass next time (past the last object looked at, so the rest come
+   * next time). What a leader side hints to a follower side (prefetch-hints.ts): objects it will
+   * be referenced to once its broker appends their batches.
+   */
+  storedSince(
+    cursor: number,
+    wants: (partitionId: number) => boolean,
+    max: number,
+  ): { objects: StoredObjectHint[]; cursor: number } {
+    const objects: StoredObjectHint[] = [];
+    let k = this.#storedLog.length;
+    while (k > 0 && (this.#objects.get(this.#storedLog[k - 1]!)?.storedOrder ?? 0) > cursor) k--;
+    let next = cursor;
+    for (; k < this.#storedLog.length && objects.length < max; k++) {
+      const object = this.#objects.get(this.#storedLog[k]!);
+      if (object === undefined || object.storedOrder <= cursor) continue;
+      next = object.storedOrder;
+      for (const tp of object.partitions) {
+        if (!wants(tp)) continue;
+        objects.push({ store: object.store, objectKey: object.key, size: object.size });
+        break;
+      }
+    }
+    return { objects, cursor: next };
+  }
+
   lookup(topic: string, partition: number, batch: RecordBatch): IndexMatch {
     const tp = this.#partitionId(topic, partition);
     if (tp === undefined) return NOT_FOUND;
@@ -366,10 +417,15 @@ export class WalBatchIndex {
         size: location.objectSize,
         uploadedAtMs: location.uploadedAtMs,
         lastSeq: seq,
+        storedOrder: this.#nextStoredOrder++,
+        partitions: new Set([chunk.partition[i]!]),
       });
+      this.#storedLog.push(id);
+      if (this.#storedLog.length > STORED_LOG_SIZE) this.#storedLog.shift();
     } else {
       const object = this.#objects.get(id)!;
       object.lastSeq = Math.max(object.lastSeq, seq);
+      object.partitions.add(chunk.partition[i]!);
     }
     chunk.object[i] = id;
     chunk.position[i] = location.position;

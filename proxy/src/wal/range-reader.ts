@@ -79,6 +79,10 @@ export interface WalRangeReaderStats {
   cachedBytes: number;
   /** Spans dropped because nobody read them for cacheIdleMs. */
   idleEvictions: number;
+  /** Whole-object GETs started on a leader side's hint, before any read asked (prefetch). */
+  prefetches: number;
+  /** Of those, GETs that failed (the read that needed the bytes asked the store again). */
+  prefetchesFailed: number;
 }
 
 export function newRangeReaderStats(): WalRangeReaderStats {
@@ -92,6 +96,8 @@ export function newRangeReaderStats(): WalRangeReaderStats {
     sharedGets: 0,
     cachedBytes: 0,
     idleEvictions: 0,
+    prefetches: 0,
+    prefetchesFailed: 0,
   };
 }
 
@@ -259,6 +265,26 @@ export class WalRangeReader {
     return slices(span, ranges);
   }
 
+  /**
+   * Starts reading a whole object into the cache before any read asks for it (a leader side's
+   * hint, prefetch-hints.ts); true when its GET started. Skipped when the object is cached or being
+   * read already, is too large to read whole, or every GET slot is taken: a prefetch never queues
+   * ahead of a read someone waits for. A failure is only counted: the read that needs the bytes
+   * asks the store again.
+   */
+  prefetch(objectKey: string, size: number): boolean {
+    if (this.#closing.signal.aborted) return false;
+    if (!(size > 0) || size > this.#wholeObjectMaxBytes) return false;
+    if (this.#running >= this.#maxConcurrentGets || this.#inFlight.has(objectKey)) return false;
+    this.#dropIdle();
+    if (this.#cached.get(objectKey)?.some((s) => s.whole)) return false;
+    this.stats.prefetches++;
+    this.#span(objectKey, 0, size, false).catch(() => {
+      this.stats.prefetchesFailed++;
+    });
+    return true;
+  }
+
   /** Whether a read waits on the store now (a GET of its own or shared, running or queued). */
   get busy(): boolean {
     return this.#inFlight.size > 0;
@@ -298,14 +324,15 @@ export class WalRangeReader {
     }
   }
 
-  async #span(objectKey: string, start: number, end: number): Promise<Span> {
+  /** `asked`: a read asked for these bytes (false: a prefetch, which is neither a hit nor a miss). */
+  async #span(objectKey: string, start: number, end: number, asked = true): Promise<Span> {
     this.#dropIdle();
     const cached = this.#lookup(objectKey, start, end);
     if (cached !== undefined) {
       this.#touch(cached);
       return cached;
     }
-    this.stats.cacheMisses++;
+    if (asked) this.stats.cacheMisses++;
     const flights = this.#inFlight.get(objectKey);
     const joined = flights?.find((f) => f.offset <= start && end <= f.end);
     if (joined !== undefined) {

@@ -26,6 +26,7 @@ import {
   type FetchResponsePartition,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
+  PREFETCH_HINTS_TAG,
   peekRequestKey,
   recordBatches,
 } from '@walproxy/shared';
@@ -336,13 +337,15 @@ async function runCase(index: number): Promise<string[]> {
   return problems;
 }
 
-/** The request as the codec reads it, without the capability tag; undefined for bytes it cannot read. */
+/** The request as the codec reads it, without our tags (capability, prefetch hints); undefined for bytes it cannot read. */
 function requestFields(frame: Buffer, version: number): string | undefined {
   try {
     const payload = frame.subarray(4);
     const header = decodeRequestHeader(payload);
     const request = decodeFetchRequest(payload.subarray(header.headerLength), version);
-    const tags = request.taggedFields?.filter((t) => t.tag !== FETCH_CAPABILITY_TAG) ?? [];
+    const tags =
+      request.taggedFields?.filter((t) => t.tag !== FETCH_CAPABILITY_TAG && t.tag !== PREFETCH_HINTS_TAG) ??
+      [];
     return JSON.stringify(
       plainOf({ header, request: { ...request, taggedFields: tags.length ? tags : undefined } }),
     );

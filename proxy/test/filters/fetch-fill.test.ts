@@ -11,6 +11,7 @@ import {
   encodeFetchRequest,
   encodeFetchResponse,
   encodePartitionSegments,
+  encodePrefetchHints,
   encodeRequestHeader,
   encodeResponseHeader,
   encodeWalTrace,
@@ -22,8 +23,10 @@ import {
   type FetchResponseTopic,
   PARTITION_SEGMENTS_TAG,
   type PartitionSegment,
+  PREFETCH_HINTS_TAG,
   type RawTaggedField,
   WAL_TRACE_TAG,
+  wantsPrefetchHints,
 } from '@walproxy/shared';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -423,15 +426,17 @@ describe('FetchFillFilter requests', () => {
     // When it goes through the filter
     const decision = filter.onRequest(info, sent);
 
-    // Then it goes upstream with the same header bytes and the body plus our tag, in tag order
+    // Then it goes upstream with the same header bytes and the body plus our tags (the capability,
+    // and the ask for prefetch hints), in tag order
     expect(decision).toMatchObject({ action: 'forward', expectResponse: true });
     const forwarded = (decision as { frame: Buffer }).frame;
     expect(forwarded.subarray(4, 4 + header.length)).toEqual(header);
     const body = forwarded.subarray(4 + header.length);
     const original = fetchRequest(version);
     const marked = decodeFetchRequest(body, version);
-    expect(marked.taggedFields?.map((f) => f.tag)).toEqual([7, FETCH_CAPABILITY_TAG]);
+    expect(marked.taggedFields?.map((f) => f.tag)).toEqual([7, FETCH_CAPABILITY_TAG, PREFETCH_HINTS_TAG]);
     expect(decodeFetchCapability(marked.taggedFields![1]!.data)).toEqual({ version: 3, inlineRequests: [] });
+    expect(wantsPrefetchHints(marked.taggedFields![2]!.data)).toBe(true);
     expect(encodeFetchRequest({ ...marked, taggedFields: original.taggedFields }, version)).toEqual(
       encodeFetchRequest(original, version),
     );
@@ -1465,6 +1470,109 @@ describe('FetchFillFilter and the trace context', () => {
     pair.expected.taggedFields = undefined;
     // Then the broker does not get it
     expect(await answer(filter, info, pair.wire)).toEqual(pair.expectedFrame());
+  });
+});
+
+describe('FetchFillFilter and prefetch hints', () => {
+  const upload = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1 };
+
+  it.each([
+    ['spliced', {}],
+    [
+      're-encoded (a NodeEndpoints tag)',
+      { nodeEndpoints: [{ nodeId: 1, host: 'localhost', port: 19_001, rack: 'az-a' }] },
+    ],
+  ] as const)(
+    'reads a hinted object ahead, so its references a fetch later are cache hits, and drops the tag before the broker (%s)',
+    async (_, top) => {
+      // Given an answer referencing wal/o1 that hints wal/o2 (stored ahead: its batches are not in
+      // the leader's log yet), beside the trace tag and a tag of the broker's
+      const { filter, objects, store, reader } = setup();
+      // (the answer a fetch later, built first: building places its batches in wal/o2)
+      const later = responsePair(
+        17,
+        [
+          {
+            topicId: TOPIC_A,
+            partitions: [
+              { partitionIndex: 0, batches: leaderBatches(103n, 2, 2), placement: ['wal/o2', 'wal/o2'] },
+            ],
+          },
+        ],
+        objects,
+      );
+      const { info } = send(filter);
+      const hints = encodePrefetchHints([
+        { store: OWN_STORE, objectKey: 'wal/o2', size: store.objects.get('wal/o2')!.length },
+      ]);
+      const pair = responsePair(
+        17,
+        [
+          {
+            topicId: TOPIC_A,
+            partitions: [
+              {
+                partitionIndex: 0,
+                batches: leaderBatches(100n, 3, 1),
+                placement: ['wal/o1', 'inline', 'wal/o1'],
+              },
+            ],
+          },
+        ],
+        objects,
+        {
+          ...top,
+          taggedFields: [
+            { tag: 9, data: Buffer.from('top') },
+            { tag: WAL_TRACE_TAG, data: encodeWalTrace([upload]) },
+            { tag: PREFETCH_HINTS_TAG, data: hints },
+          ],
+        },
+      );
+      pair.expected.taggedFields = [{ tag: 9, data: Buffer.from('top') }];
+
+      // When it goes through the filter
+      const out = await answer(filter, info, pair.wire);
+
+      // Then the follower's broker gets the stock bytes, and wal/o2 was read without a reference
+      expect(out).toEqual(pair.expectedFrame());
+      await settle();
+      expect(store.getsOf.get('wal/o2')).toBe(1);
+      expect(filter.stats).toMatchObject({ prefetchHints: 1, prefetchesStarted: 1 });
+      expect(reader.stats.prefetches).toBe(1);
+
+      // And the next answer, referencing wal/o2, fills from the cache: no second GET
+      const second = send(filter);
+      expect(await answer(filter, second.info, later.wire)).toEqual(later.expectedFrame());
+      expect(store.getsOf.get('wal/o2')).toBe(1);
+    },
+  );
+
+  it('reads nothing ahead for hints it cannot read or of a store it may not read', async () => {
+    const { filter, objects, store } = setup();
+    objects.place('wal/o2', leaderBatches(103n, 1, 2)[0]!);
+    const unreadable = encodePrefetchHints([{ store: OWN_STORE, objectKey: 'wal/o2', size: 100 }]);
+    unreadable[0] = 2;
+    const foreign = encodePrefetchHints([{ store: 'memory://not-mine', objectKey: 'wal/o2', size: 100 }]);
+    for (const [i, data] of [unreadable, foreign].entries()) {
+      const { info } = send(filter);
+      const pair = responsePair(
+        17,
+        [
+          {
+            topicId: TOPIC_A,
+            partitions: [{ partitionIndex: 0, batches: leaderBatches(100n, 1, 1), placement: [`wal/r${i}`] }],
+          },
+        ],
+        objects,
+        { taggedFields: [{ tag: PREFETCH_HINTS_TAG, data }] },
+      );
+      pair.expected.taggedFields = undefined;
+      expect(await answer(filter, info, pair.wire)).toEqual(pair.expectedFrame());
+    }
+    await settle();
+    expect(store.getsOf.get('wal/o2')).toBeUndefined();
+    expect(filter.stats.prefetchesStarted).toBe(0);
   });
 });
 

@@ -136,3 +136,74 @@ describe('WalBatchIndex bounds', () => {
     expect(index.lookup('t', 0, inLog(a, 1n)).found?.location?.objectKey).toBe('retry');
   });
 });
+
+describe('WalBatchIndex stored objects (prefetch hints)', () => {
+  function storedIn(objectKey: string, objectSize: number, store?: string): WalAppendTicket {
+    const location: WalLocation = {
+      ...(store !== undefined ? { store } : {}),
+      objectKey,
+      position: 28,
+      length: 100,
+      objectSize,
+      uploadedAtMs: 1,
+    };
+    return { durable: Promise.resolve(location) } as WalAppendTicket;
+  }
+
+  it('names the objects stored since a cursor that hold a wanted partition, oldest first, and moves the cursor past them', async () => {
+    // Given objects stored in the order o1 (t/0), o2 (t/1), o3 (t/0 and t/1), o4 (u/0)
+    const index = new WalBatchIndex();
+    index.add('t', 0, sampleBatch(0n, 1, 10, 1), storedIn('o1', 1000));
+    await Promise.resolve();
+    index.add('t', 1, sampleBatch(0n, 1, 10, 2), storedIn('o2', 2000));
+    await Promise.resolve();
+    index.add('t', 0, sampleBatch(0n, 1, 10, 3), storedIn('o3', 3000));
+    index.add('t', 1, sampleBatch(0n, 1, 10, 4), storedIn('o3', 3000));
+    await Promise.resolve();
+    index.add('u', 0, sampleBatch(0n, 1, 10, 5), storedIn('o4', 4000, 's3://peer'));
+    await Promise.resolve();
+    const t0 = index.partitionIdOf('t', 0)!;
+    expect(index.partitionIdOf('nope', 0)).toBeUndefined();
+
+    // When a follower fetching t/0 asks from the start, then it gets o1 and o3 (not o2, o4), in order
+    const first = index.storedSince(0, (id) => id === t0, 8);
+    expect(first.objects).toEqual([
+      { store: undefined, objectKey: 'o1', size: 1000 },
+      { store: undefined, objectKey: 'o3', size: 3000 },
+    ]);
+    // And asked again from the cursor it got, nothing: each object is named once
+    expect(index.storedSince(first.cursor, (id) => id === t0, 8).objects).toEqual([]);
+
+    // And at most `max` a time, the rest next time from the cursor
+    const any = () => true;
+    const two = index.storedSince(0, any, 2);
+    expect(two.objects.map((o) => o.objectKey)).toEqual(['o1', 'o2']);
+    const rest = index.storedSince(two.cursor, any, 2);
+    expect(rest.objects).toEqual([
+      { store: undefined, objectKey: 'o3', size: 3000 },
+      { store: 's3://peer', objectKey: 'o4', size: 4000 },
+    ]);
+
+    // And an object stored later comes after the cursor
+    index.add('t', 0, sampleBatch(0n, 1, 10, 6), storedIn('o5', 5000));
+    await Promise.resolve();
+    expect(index.storedSince(first.cursor, (id) => id === t0, 8).objects.map((o) => o.objectKey)).toEqual([
+      'o5',
+    ]);
+  });
+
+  it('never names an object still uploading or one whose upload failed', async () => {
+    const index = new WalBatchIndex();
+    let resolve!: (l: WalLocation) => void;
+    const uploading = { durable: new Promise<WalLocation>((r) => (resolve = r)) } as WalAppendTicket;
+    const failed = { durable: Promise.reject(new Error('put failed')) } as WalAppendTicket;
+    failed.durable.catch(() => {});
+    index.add('t', 0, sampleBatch(0n, 1, 10, 1), uploading);
+    index.add('t', 0, sampleBatch(0n, 1, 10, 2), failed);
+    await Promise.resolve();
+    expect(index.storedSince(0, () => true, 8).objects).toEqual([]);
+    resolve({ objectKey: 'late', position: 28, length: 100, objectSize: 700, uploadedAtMs: 2 });
+    await Promise.resolve();
+    expect(index.storedSince(0, () => true, 8).objects.map((o) => o.objectKey)).toEqual(['late']);
+  });
+});

@@ -312,6 +312,66 @@ describe('WalRangeReader', () => {
     expect(store.maxGetsRunning).toBe(2);
   });
 
+  it('prefetches a hinted object whole, so the read that follows is a hit on the same GET', async () => {
+    // Given an object of 1,000 bytes whose GET waits for a gate
+    const store = storeWith({ 'wal/a': 1000 });
+    const open = gate();
+    store.beforeGet = () => open.promise;
+    const reader = new WalRangeReader({ store });
+
+    // When it is prefetched, and read while the prefetch is still running, and read again after
+    expect(reader.prefetch('wal/a', 1000)).toBe(true);
+    // A second hint of it while its GET runs starts nothing
+    expect(reader.prefetch('wal/a', 1000)).toBe(false);
+    const during = reader.read('wal/a', [{ offset: 10, length: 20 }]);
+    open.open();
+    const whole = store.objects.get('wal/a')!;
+    expect(await during).toEqual([whole.subarray(10, 30)]);
+    expect(await reader.read('wal/a', [{ offset: 900, length: 100 }])).toEqual([whole.subarray(900)]);
+
+    // Then the store saw one whole-object GET; the prefetch itself is neither a hit nor a miss
+    expect(store.gets).toEqual([{ key: 'wal/a', range: undefined }]);
+    expect(reader.stats).toMatchObject({
+      gets: 1,
+      prefetches: 1,
+      cacheMisses: 1,
+      sharedGets: 1,
+      cacheHits: 1,
+    });
+    // And a cached object is not prefetched again
+    expect(reader.prefetch('wal/a', 1000)).toBe(false);
+  });
+
+  it('does not prefetch an object too large to read whole, nor when every GET slot is taken', async () => {
+    const store = storeWith({ 'wal/big': 100, 'wal/1': 10, 'wal/2': 10 });
+    const open = gate();
+    store.beforeGet = () => open.promise;
+    const reader = new WalRangeReader({ store, maxConcurrentGets: 1, wholeObjectMaxBytes: 50 });
+    expect(reader.prefetch('wal/big', 100)).toBe(false);
+    expect(reader.prefetch('wal/1', 0)).toBe(false);
+    // One read holds the only slot: a prefetch would queue ahead of reads someone waits for
+    const read = reader.read('wal/1', [{ offset: 0, length: 10 }]);
+    await settle();
+    expect(reader.prefetch('wal/2', 10)).toBe(false);
+    open.open();
+    await read;
+    expect(store.gets.map((g) => g.key)).toEqual(['wal/1']);
+    expect(reader.stats.prefetches).toBe(0);
+  });
+
+  it('counts a failed prefetch and caches nothing: the read asks the store again', async () => {
+    const store = storeWith({ 'wal/a': 100 });
+    store.beforeGet = async (_key, call) => {
+      if (call === 1) throw unreachable('wal/a');
+    };
+    const reader = new WalRangeReader({ store });
+    expect(reader.prefetch('wal/a', 100)).toBe(true);
+    await settle();
+    expect(reader.stats).toMatchObject({ prefetches: 1, prefetchesFailed: 1, cachedBytes: 0 });
+    expect(await reader.read('wal/a', [{ offset: 0, length: 100 }])).toEqual([store.objects.get('wal/a')]);
+    expect(store.gets).toHaveLength(2);
+  });
+
   it('answers empty ranges without a GET', async () => {
     // Given an object read in ranges
     const store = storeWith({ 'wal/a': 100 });
