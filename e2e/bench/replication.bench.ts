@@ -20,7 +20,7 @@
  *
  * Writes BENCH_OUT (default .runs/bench/replication.json):
  *   {"arms": {"stock"|"inline"|"wal"|"wal-moto": {mbps, p50_ms_1mbps, p99_ms_1mbps, p50_ms_5mbps,
- *    p99_ms_5mbps, sidecar_cpu_s_per_gb, peak_rss_mb, cross_zone_ratio, gets_per_object_per_follower,
+ *    p99_ms_5mbps, sidecar_cpu_s_per_gb, sidecar_cpu_s_per_gb_saturation, peak_rss_mb, cross_zone_ratio, gets_per_object_per_follower,
  *    object_bytes_p50, linger_ms}}, "other_arms": {"bare-pipe"|"inline-baseline"|"wal-baseline": the
  *    same fields}, "by_phase": {"<arm>": {sidecar_cpu_s_per_gb,
  *    sidecar_cpu_ms_per_object}}, "conditions": {...}, "rounds": [...], "steps_1mbps": {...}}
@@ -852,6 +852,14 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
     p50_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p50Ms)),
     p99_ms_5mbps: median(rounds.map((r) => r.latency['5mbps'].p99Ms)),
     sidecar_cpu_s_per_gb: arm === 'stock' ? null : round3(total((r) => r.sidecar_cpu_s ?? 0) / gb),
+    // Issue #26: the full-speed phase only (by_phase's saturation figure), where the machine is
+    // saturated and idle settling time does not count.
+    sidecar_cpu_s_per_gb_saturation:
+      arm === 'stock'
+        ? null
+        : round3(
+            total((r) => r.sidecar_cpu_s_by_phase?.saturation ?? 0) / (PHASE_GB.saturation! * rounds.length),
+          ),
     peak_rss_mb: arm === 'stock' ? null : round3(Math.max(...rounds.map((r) => r.peak_rss_mb ?? 0))),
     cross_zone_ratio:
       stock.length > 0 ? Math.round((1e5 * crossPerGb(rounds)) / crossPerGb(stock)) / 1e5 : null,
@@ -860,6 +868,54 @@ function armFigures(arm: ArmName, rounds: readonly RoundResult[], all: readonly 
     object_bytes_p50: wal ? median(rounds.flatMap((r) => r.object_sizes)) : null,
     linger_ms: wal ? lingerOf(arm) : null,
   };
+}
+
+/**
+ * Issue #26's goals, each as measured in this run against the arm it is relative to (printed,
+ * never asserted: a benchmark reports).
+ */
+function printGoals(figures: Record<string, ReturnType<typeof armFigures>>): void {
+  const { stock, wal, inline } = figures;
+  const floor = figures['bare-pipe'];
+  const lines: string[] = [];
+  const line = (goal: string, value: string, met: boolean) =>
+    lines.push(`| ${goal} | ${value} | ${met ? 'met' : 'not met'} |`);
+  if (stock && wal) {
+    for (const rate of ['1mbps', '5mbps'] as const) {
+      for (const [q, bound] of [
+        ['p50', 10],
+        ['p99', 25],
+      ] as const) {
+        const w = wal[`${q}_ms_${rate}`];
+        const st = stock[`${q}_ms_${rate}`];
+        if (w === null || st === null) continue;
+        line(`wal ${q} at ${rate} ≤ stock + ${bound} ms`, `${(w - st).toFixed(1)} ms added`, w - st <= bound);
+      }
+    }
+    if (wal.mbps !== null && stock.mbps !== null) {
+      const share = wal.mbps / stock.mbps;
+      line('wal MB/s ≥ 70 % of stock', `${(100 * share).toFixed(0)} %`, share >= 0.7);
+    }
+  }
+  const cpu = (a: ReturnType<typeof armFigures> | undefined) => a?.sidecar_cpu_s_per_gb_saturation ?? null;
+  const floorCpu = cpu(floor);
+  if (floorCpu !== null && floorCpu > 0) {
+    for (const [arm, bound] of [
+      ['wal', 3],
+      ['inline', 1.5],
+    ] as const) {
+      const armCpu = cpu(arm === 'wal' ? wal : inline);
+      if (armCpu !== null)
+        line(
+          `${arm} saturation CPU-s/GB ≤ ${bound}× bare-pipe`,
+          `${(armCpu / floorCpu).toFixed(2)}×`,
+          armCpu <= bound * floorCpu,
+        );
+    }
+  }
+  if (lines.length === 0) return;
+  console.log('\nIssue #26 goals, this run:\n| goal | measured | |\n|---|---:|---|');
+  for (const l of lines) console.log(l);
 }
 
 /**
@@ -1056,6 +1112,7 @@ async function main(): Promise<void> {
       `| ${r.round} | ${r.arm} | ${r.saturation.mbPerSec.toFixed(1)} | ${r.sidecar_cpu_s === null ? '-' : (r.sidecar_cpu_s / gb).toFixed(1)} | ${sidecarsByPhase} | ${(r.broker_cpu_s / gb).toFixed(1)} | ${(r.store_cpu_s['store front']! / gb).toFixed(1)} | ${(r.store_cpu_s.versitygw! / gb).toFixed(1)} | ${(r.store_cpu_s.moto! / gb).toFixed(1)} | ${byPhase} | ${r.load_average_start[0]} → ${r.load_average_end[0]} |`,
     );
   }
+  printGoals(figures);
   for (const [arm, s] of Object.entries(steps)) {
     console.log(`\nPer step at 1 MB/s, ${arm} (sidecar histograms; p50/p99 interpolated within buckets):`);
     console.log('| step | observations | mean ms | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|');
