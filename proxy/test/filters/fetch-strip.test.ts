@@ -6,15 +6,18 @@ import {
   ApiKey,
   decodeFetchResponse,
   decodePartitionSegments,
+  decodePrefetchHints,
   decodeWalTrace,
   encodeFetchCapability,
   encodeFetchRequest,
   encodeFetchResponse,
+  encodePrefetchHintsWanted,
   encodeRequestHeader,
   encodeResponseHeader,
   FETCH_CAPABILITY_TAG,
   type FetchResponse,
   PARTITION_SEGMENTS_TAG,
+  PREFETCH_HINTS_TAG,
   recordBatches,
   WAL_TRACE_TAG,
 } from '@walproxy/shared';
@@ -30,7 +33,7 @@ import {
 } from '../../src/filters/fetch-strip.js';
 import { createLogger } from '../../src/log.js';
 import { TopicNames } from '../../src/metadata/topic-names.js';
-import type { RequestInfo } from '../../src/net/frame-filter.js';
+import type { FilterConnection, RequestInfo } from '../../src/net/frame-filter.js';
 import { StoreHealth } from '../../src/store/store-health.js';
 import { TopicPolicy } from '../../src/topics/topic-policy.js';
 import { WalBatchIndex } from '../../src/wal/batch-index.js';
@@ -59,6 +62,8 @@ function fetchRequest(
   inline: Array<{ partition: number }> | 'unmarked',
   capabilityVersion?: number,
   spoil: (capability: Buffer) => Buffer = (c) => c,
+  /** With the follower side's ask for prefetch hints (as this build's follower side sends it). */
+  asksHints = false,
 ): Buffer {
   const capability = (inlineRequests: Array<{ partition: number }>) => {
     const data = encodeFetchCapability({
@@ -72,6 +77,7 @@ function fetchRequest(
     return spoil(data);
   };
   const taggedFields = inline === 'unmarked' ? [] : [{ tag: FETCH_CAPABILITY_TAG, data: capability(inline) }];
+  if (asksHints) taggedFields.push({ tag: PREFETCH_HINTS_TAG, data: encodePrefetchHintsWanted() });
   return frame([
     encodeRequestHeader({
       apiKey: ApiKey.Fetch,
@@ -1166,6 +1172,84 @@ describe('FetchStripFilter holds a response no longer than the smallest hold of 
       expect(body.responses[0]!.partitions[0]!.records).toEqual(asStored(a, 0n));
     } finally {
       vi.useRealTimers();
+    }
+  });
+});
+
+describe('FetchStripFilter prefetch hints', () => {
+  /** A ticket whose batch is already stored at byte 28 of `objectKey`, an object of `objectSize` bytes. */
+  const storedIn = (objectKey: string, length: number, objectSize = 999) =>
+    ticket(Promise.resolve({ objectKey, position: 28, length, objectSize, uploadedAtMs: 1 }));
+  const follower = (): FilterConnection => ({ log: createLogger('silent') });
+  const hintsOf = (response: Buffer) => {
+    const tag = decodeFetchResponse(response.subarray(4 + 5), VERSION).taggedFields?.find(
+      (t) => t.tag === PREFETCH_HINTS_TAG,
+    );
+    return tag === undefined ? undefined : decodePrefetchHints(tag.data);
+  };
+  const hinted = async (
+    filter: FetchStripFilter,
+    connection: FilterConnection,
+    records: Buffer,
+    asksHints = true,
+  ) => {
+    const i = info();
+    filter.onRequest(i, fetchRequest([], undefined, undefined, asksHints), connection);
+    return hintsOf((await filter.onResponse(i, fetchResponse(records).frame)) as Buffer);
+  };
+
+  it('names the objects stored ahead for a partition the follower fetches, once each, never the ones it references', async () => {
+    // Given batch a stored in o1 (in the leader's log), and b and c stored ahead in o2 and o3
+    // (their Produce requests wait behind a's at the broker)
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    const b = sampleBatch(0n, 2, 100, 2);
+    const c = sampleBatch(0n, 2, 100, 3);
+    index.add('wal-orders', 0, a, storedIn('o1', a.length));
+    index.add('wal-orders', 0, b, storedIn('o2', b.length, 2000));
+    index.add('wal-orders', 0, c, storedIn('o3', c.length, 3000));
+    await Promise.resolve();
+    const connection = follower();
+
+    // When a follower side that asks for hints fetches a, then the response references o1 and
+    // hints o2 and o3, oldest first, with their sizes
+    expect(await hinted(filter, connection, asStored(a, 0n))).toEqual([
+      { store: STORE, objectKey: 'o2', size: 2000 },
+      { store: STORE, objectKey: 'o3', size: 3000 },
+    ]);
+    expect(filter.stats.prefetchHintsSent).toBe(2);
+    // And when it fetches b, nothing is hinted again (no object stored since)
+    expect(await hinted(filter, connection, asStored(b, 3n))).toBeUndefined();
+  });
+
+  it('hints nothing to a follower side that does not ask (an older walproxy), nor in a response it does not rewrite', async () => {
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    const b = sampleBatch(0n, 2, 100, 2);
+    index.add('wal-orders', 0, a, storedIn('o1', a.length));
+    index.add('wal-orders', 0, b, storedIn('o2', b.length));
+    await Promise.resolve();
+    const connection = follower();
+    // An older follower side: the capability, no ask
+    expect(await hinted(filter, connection, asStored(a, 0n), false)).toBeUndefined();
+    // A response with no batch of the WAL (nothing to reference) passes as the broker sent it
+    const empty = info();
+    filter.onRequest(empty, fetchRequest([], undefined, undefined, true), connection);
+    const stock = fetchResponse(Buffer.alloc(0)).frame;
+    expect(await filter.onResponse(empty, stock)).toBe(stock);
+    expect(filter.stats.prefetchHintsSent).toBe(0);
+  });
+
+  it('forgets a closed connection: a new one from the same follower is hinted afresh', async () => {
+    const { index, filter } = setup();
+    const a = sampleBatch(0n, 3, 100, 1);
+    const b = sampleBatch(0n, 2, 100, 2);
+    index.add('wal-orders', 0, a, storedIn('o1', a.length));
+    index.add('wal-orders', 0, b, storedIn('o2', b.length));
+    await Promise.resolve();
+    for (const connection of [follower(), follower()]) {
+      expect((await hinted(filter, connection, asStored(a, 0n)))?.map((h) => h.objectKey)).toEqual(['o2']);
+      filter.onClose(connection);
     }
   });
 });

@@ -1,6 +1,7 @@
 import { ErrorCode, parseWalObject } from '@walproxy/shared';
 import { describe, expect, it } from 'vitest';
 import { makeBatch } from '../../../shared/test/wal/batches.js';
+import type { ProduceWalFilter } from '../../src/filters/produce-wal.js';
 import { createLogger } from '../../src/log.js';
 import type { FilterConnection } from '../../src/net/frame-filter.js';
 import { info, produceRequest, produceResponse, produceResponseOf, setup } from './produce-wal-support.js';
@@ -22,6 +23,13 @@ function storedBatches(store: { objects: Map<string, Buffer> }): Buffer[] {
     const parsed = parseWalObject(o);
     return parsed.entries.map((e) => o.subarray(e.position, e.position + e.length));
   });
+}
+
+/** `producer`'s Produce of `fill` to wal-orders, answered appended: the broker accepted it for the topic. */
+function accepted(filter: ProduceWalFilter, producer: FilterConnection, fill: string): void {
+  const request = info(9);
+  filter.onRequest(request, produceRequest(9, -1, topic, batch(fill)), producer);
+  filter.onResponse(request, produceResponse(9, topic, 0n));
 }
 
 describe('ProduceWalFilter stores ahead for connections the broker accepted', () => {
@@ -60,9 +68,7 @@ describe('ProduceWalFilter stores ahead for connections the broker accepted', ()
     // Given connection a's Produce to wal-orders appended
     const { filter, writer } = setup({ durableAck: false });
     const a = connection('a');
-    const first = info(9);
-    filter.onRequest(first, produceRequest(9, -1, topic, batch('a1')), a);
-    filter.onResponse(first, produceResponse(9, topic, 0n));
+    accepted(filter, a, 'a1');
     // When another connection produces to the same topic, and a to another topic
     filter.onRequest(info(9), produceRequest(9, -1, topic, batch('b1')), connection('b'));
     filter.onRequest(info(9), produceRequest(9, -1, { name: 'wal-payments' }, batch('a2')), a);
@@ -91,9 +97,7 @@ describe('ProduceWalFilter stores ahead for connections the broker accepted', ()
 
     // Given another connection accepted for the topic (one appended Produce)
     const other = connection('b');
-    const ok = info(9);
-    filter.onRequest(ok, produceRequest(9, -1, topic, batch('ok')), other);
-    filter.onResponse(ok, produceResponse(9, topic, 0n));
+    accepted(filter, other, 'ok');
     // When its next Produce, stored ahead, is refused (the ACL was revoked meanwhile)
     const revoked = info(9);
     filter.onRequest(revoked, produceRequest(9, -1, topic, batch('revoked')), other);
@@ -119,9 +123,7 @@ describe('ProduceWalFilter stores ahead for connections the broker accepted', ()
     // Given a connection accepted for the topic
     const { filter, published } = setup({ durableAck: false });
     const producer = connection('a');
-    const first = info(9);
-    filter.onRequest(first, produceRequest(9, -1, topic, batch('first')), producer);
-    filter.onResponse(first, produceResponse(9, topic, 0n));
+    accepted(filter, producer, 'first');
     // When its next batch, stored ahead, is refused (the leader moved)
     const moved = info(9);
     filter.onRequest(moved, produceRequest(9, -1, topic, batch('moved')), producer);

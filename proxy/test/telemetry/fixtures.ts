@@ -1,6 +1,6 @@
 import { FetchFillFilter, type FetchFillStats } from '../../src/filters/fetch-fill.js';
 import { type FetchStripStats, newFetchStripStats } from '../../src/filters/fetch-strip.js';
-import type { ProduceWalStats } from '../../src/filters/produce-wal-stats.js';
+import { newProduceWalStats, type ProduceWalStats } from '../../src/filters/produce-wal-stats.js';
 import { createLogger } from '../../src/log.js';
 import { newListenerCounters } from '../../src/net/counters.js';
 import type { TelemetrySources } from '../../src/telemetry/index.js';
@@ -13,21 +13,7 @@ export const silentLog = createLogger('silent');
 export function fakeSources() {
   const client = newListenerCounters();
   const replication = newListenerCounters();
-  const produce: ProduceWalStats = {
-    requestsCopied: 0,
-    batchesCopied: 0,
-    bytesCopied: 0,
-    durableAckFailures: 0,
-    durableAckFailuresAfterAppend: 0,
-    batchesNotCopiedStoreDegraded: 0,
-    bytesNotCopiedStoreDegraded: 0,
-    batchesNotCopiedInlineMode: 0,
-    bytesNotCopiedInlineMode: 0,
-    unknownTopicIds: 0,
-    unsupportedVersions: 0,
-    batchesNotCopied: 0,
-    partitionsNotCopied: 0,
-  };
+  const produce: ProduceWalStats = newProduceWalStats();
   const fetchStrip: FetchStripStats = newFetchStripStats();
 
   // The follower side's own stats objects, so the fixture has every field they have.
