@@ -3,8 +3,10 @@
 import net from 'node:net';
 import {
   ApiKey,
+  decodeFetchResponse,
   decodeMetadataResponse,
   decodeResponseHeader,
+  encodeFetchRequest,
   encodeFrame,
   encodeMetadataRequest,
   encodeRequestHeader,
@@ -116,7 +118,11 @@ export function requestFrame(
 
 /**
  * Waits (30 s at most) until broker `leader` leads every partition of `topics`, asking the broker
- * at `address` (its own listener); returns their topic ids by name.
+ * at `address` (its own listener); returns their topic ids by name. Its metadata naming it leader
+ * is not enough: a KRaft broker publishes a new image to its metadata cache before its replica
+ * manager makes the partitions leaders, and in between a Produce gets NOT_LEADER_OR_FOLLOWER. So
+ * it also waits until a consumer's Fetch of every partition is answered without an error, which
+ * the replica manager answers and which changes nothing.
  */
 export async function leaderOf(
   address: string,
@@ -141,7 +147,7 @@ export async function leaderOf(
       const led = topics.every((name) =>
         metadata.topics.find((t) => t.name === name)?.partitions.every((p) => p.leaderId === leader),
       );
-      if (led) {
+      if (led && (await servesEveryPartition(connection, metadata, topics, correlationId + 1_000_000))) {
         const byName = new Map([...topicNamesById(metadata)].map(([id, name]) => [name, id]));
         return new Map(topics.map((t) => [t, byName.get(t)!]));
       }
@@ -151,4 +157,39 @@ export async function leaderOf(
   } finally {
     connection.close();
   }
+}
+
+/** Whether a consumer's Fetch (v12, by name, no wait) of every partition of `topics` is answered without an error. */
+async function servesEveryPartition(
+  connection: RawConnection,
+  metadata: ReturnType<typeof decodeMetadataResponse>,
+  topics: string[],
+  correlationId: number,
+): Promise<boolean> {
+  const version = 12;
+  const request = encodeFetchRequest(
+    {
+      replicaId: -1,
+      maxWaitMs: 0,
+      minBytes: 0,
+      maxBytes: 1024,
+      isolationLevel: 0,
+      topics: topics.map((name) => ({
+        topic: name,
+        partitions: (metadata.topics.find((t) => t.name === name)?.partitions ?? []).map((p) => ({
+          partition: p.partitionIndex,
+          fetchOffset: 0n,
+          partitionMaxBytes: 1024,
+        })),
+      })),
+    },
+    version,
+  );
+  const response = await connection.request(ApiKey.Fetch, version, request, correlationId);
+  const { headerLength } = decodeResponseHeader(response, responseHeaderVersion(ApiKey.Fetch, version)!);
+  const fetched = decodeFetchResponse(response.subarray(headerLength), version);
+  return (
+    (fetched.errorCode ?? 0) === 0 &&
+    fetched.responses.every((t) => t.partitions.every((p) => p.errorCode === 0))
+  );
 }

@@ -574,7 +574,8 @@ export class KafkaCluster {
  */
 export function sidecarProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const { WALPROXY_KEEP_LOGS: _keepLogs, SIDECAR_EXTRA_ENV: _extra, ...rest } = env;
-  return rest;
+  // The fuzz tests' seed and case counts (e2e/src/fuzz/mutations.ts) are the test run's, not flags.
+  return Object.fromEntries(Object.entries(rest).filter(([name]) => !name.startsWith('WALPROXY_FUZZ_')));
 }
 
 /** SIDECAR_EXTRA_ENV's "K=V K=V" as variables; a word without '=' is an error, not ignored. */

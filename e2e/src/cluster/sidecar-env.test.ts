@@ -27,6 +27,23 @@ describe('the environment the harness gives sidecars', () => {
     expect(started.stderr).not.toMatch(/keepLogs/);
     expect(started.stderr).toMatch(/--client-listen: is required/);
   });
+  it("keeps the fuzz tests' WALPROXY_FUZZ_* from the sidecar, so that a documented seed can be replayed on a cluster", () => {
+    // Given the replay command of a failed e2e fuzz case (docs/architecture.md, "Fuzzing")
+    const runner = {
+      ...process.env,
+      WALPROXY_FUZZ_SEED: '7',
+      WALPROXY_FUZZ_CASE: '0',
+      WALPROXY_FUZZ_CASES: '2',
+    };
+
+    // Then the raw environment makes the sidecar refuse flags it never got (the bug)
+    expect(sidecarStart(runner).stderr).toMatch(/Unknown arguments?: fuzzSeed/);
+    // And with the harness's environment it only misses its listen flags
+    const started = sidecarStart(sidecarProcessEnv(runner));
+    expect(started.code).toBe(2);
+    expect(started.stderr).not.toMatch(/fuzz/i);
+    expect(started.stderr).toMatch(/--client-listen: is required/);
+  });
 });
 
 describe('SIDECAR_EXTRA_ENV', () => {
