@@ -22,7 +22,7 @@
  *   {"arms": {"stock"|"inline"|"wal"|"wal-moto": {mbps, p50_ms_1mbps, p99_ms_1mbps, p50_ms_5mbps,
  *    p99_ms_5mbps, sidecar_cpu_s_per_gb, sidecar_cpu_s_per_gb_saturation, peak_rss_mb, cross_zone_ratio, gets_per_object_per_follower,
  *    object_bytes_p50, linger_ms}}, "other_arms": {"bare-pipe"|"inline-baseline"|"wal-baseline": the
- *    same fields}, "by_phase": {"<arm>": {sidecar_cpu_s_per_gb,
+ *    same fields}, "by_phase": {"<arm>": {sidecar_cpu_s_per_gb, sidecar_syscalls_per_mb,
  *    sidecar_cpu_ms_per_object}}, "conditions": {...}, "rounds": [...], "steps_1mbps": {...}}
  * (definitions in docs/benchmarks.md). Prints figures; asserts nothing. Needs root.
  *
@@ -53,7 +53,7 @@ import {
   zoneNetworkAvailable,
 } from '../src/net/zone-network.js';
 import { type MotoServer, startMoto } from '../src/s3/moto.js';
-import { processCpuSeconds, type S3Server } from '../src/s3/s3-server.js';
+import { processCpuSeconds, processSyscalls, type S3Server } from '../src/s3/s3-server.js';
 import { type StoreFront, startStoreFront } from '../src/s3/store-front.js';
 import { startVersitygw } from '../src/s3/versitygw.js';
 import { formatSummary, type ProfiledArm, profileFiles, readProfiles, summarize } from './profile-summary.js';
@@ -215,6 +215,8 @@ interface RoundResult {
   sidecar_cpu_s_by_phase: Record<string, number> | null;
   /** WAL objects the sidecars uploaded per phase (their counters). */
   objects_by_phase: Record<string, number> | null;
+  /** The sidecars' read and write system calls per phase (/proc/<pid>/io), summed. */
+  sidecar_syscalls_by_phase: Record<string, { reads: number; writes: number }> | null;
   broker_cpu_s: number;
   store_cpu_s: Record<string, number>;
   peak_rss_mb: number | null;
@@ -634,7 +636,9 @@ class Bench {
     await Promise.all([...(pipes?.values() ?? [])].map((p) => p.stop()));
     // The sidecars first, each with the time to write a CPU profile; then the brokers.
     await Promise.all(BROKER_IDS.map((id) => c.stopSidecar(id)));
-    await c.stop();
+    // WALPROXY_KEEP_LOGS=1 keeps the cluster's logs, as for the e2e tests (e.g. a sidecar's
+    // --trace-gc output through SIDECAR_NODE_FLAGS).
+    await c.stop({ keepLogs: process.env.WALPROXY_KEEP_LOGS === '1' });
   }
 }
 
@@ -691,6 +695,13 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
     moto: stores.moto.pid,
   };
   const cpu = (pids: readonly number[]) => pids.reduce((n, pid) => n + processCpuSeconds(pid), 0);
+  const syscalls = () =>
+    sidecarPids
+      .map(processSyscalls)
+      .reduce((a, b) => ({ reads: a.reads + b.reads, writes: a.writes + b.writes }), {
+        reads: 0,
+        writes: 0,
+      });
   const counters = async () =>
     c.withSidecars && !pipes ? Promise.all(BROKER_IDS.map((id) => c.sidecarCounters(id))) : undefined;
 
@@ -712,17 +723,24 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
   const crossZoneByPhase: Record<string, number> = {};
   const sidecarCpuByPhase: Record<string, number> = {};
   const objectsByPhase: Record<string, number> = {};
+  const syscallsByPhase: Record<string, { reads: number; writes: number }> = {};
   const objectsUploaded = async () =>
     (await counters())?.reduce((n, x) => n + Number(x.wal?.writer.objectsUploaded ?? 0), 0) ?? 0;
   let settleSeconds = 0;
   const phase = async <T>(name: string, run: () => Promise<T>): Promise<T> => {
     const before = zones.traffic();
     const cpuBefore = cpu(sidecarPids);
+    const syscallsBefore = syscalls();
     const objectsAtStart = wal ? await objectsUploaded() : 0;
     const result = await run();
     settleSeconds += await settle(zones);
     crossZoneByPhase[name] = crossZoneBytes(trafficSince(before, zones.traffic()));
     sidecarCpuByPhase[name] = cpu(sidecarPids) - cpuBefore;
+    const syscallsAfter = syscalls();
+    syscallsByPhase[name] = {
+      reads: syscallsAfter.reads - syscallsBefore.reads,
+      writes: syscallsAfter.writes - syscallsBefore.writes,
+    };
     if (wal) objectsByPhase[name] = (await objectsUploaded()) - objectsAtStart;
     return result;
   };
@@ -812,6 +830,7 @@ async function runArm(bench: Bench, arm: ArmName, round: number): Promise<RoundR
     sidecar_cpu_s: sidecarPids.length > 0 ? cpu(sidecarPids) - sidecarCpuBefore : null,
     sidecar_cpu_s_by_phase: sidecarPids.length > 0 ? sidecarCpuByPhase : null,
     objects_by_phase: wal ? objectsByPhase : null,
+    sidecar_syscalls_by_phase: sidecarPids.length > 0 ? syscallsByPhase : null,
     broker_cpu_s: cpu(brokerPids) - brokerCpuBefore,
     store_cpu_s: Object.fromEntries(
       Object.entries(storePids).map(([k, pid]) => [k, processCpuSeconds(pid) - storeCpuBefore[k]!]),
@@ -935,6 +954,21 @@ function armPhases(arm: ArmName, rounds: readonly RoundResult[]) {
               phase,
               round3(total((r) => r.sidecar_cpu_s_by_phase?.[phase] ?? 0) / (phaseGb * rounds.length)),
             ]),
+          ),
+    // Each socket write on loopback runs the receiver's network stack in the writer's time: how
+    // many a phase took per MB produced says how much of the CPU is per write, not per byte.
+    sidecar_syscalls_per_mb:
+      arm === 'stock'
+        ? null
+        : Object.fromEntries(
+            Object.entries(PHASE_GB).map(([phase, phaseGb]) => {
+              const per = (pick: (x: { reads: number; writes: number }) => number) =>
+                round3(
+                  total((r) => pick(r.sidecar_syscalls_by_phase?.[phase] ?? { reads: 0, writes: 0 })) /
+                    (phaseGb * 1000 * rounds.length),
+                );
+              return [phase, { reads: per((x) => x.reads), writes: per((x) => x.writes) }];
+            }),
           ),
     sidecar_cpu_ms_per_object: !wal
       ? null

@@ -50,6 +50,18 @@ export function processCpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
 }
 
+/**
+ * Read and write system calls a process (all its threads) has made so far: /proc/<pid>/io's
+ * syscr and syscw (read(2)/readv(2) and write(2)/writev(2), which libuv uses for TCP; not
+ * sendmsg(2)). Each socket write on loopback also runs the receiver's network stack in the
+ * writer's time, so their count, not only their bytes, prices a hop.
+ */
+export function processSyscalls(pid: number): { reads: number; writes: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? Number.NaN);
+  return { reads: field('syscr'), writes: field('syscw') };
+}
+
 /** USER_HZ, which the kernel fixes at 100 on Linux for /proc's tick counts (`getconf CLK_TCK`). */
 const CLOCK_TICKS_PER_SECOND = 100;
 
