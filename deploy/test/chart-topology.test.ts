@@ -27,8 +27,8 @@ import {
   sidecarFlags,
   walStoreUrlForZone,
 } from '../../e2e/src/cluster/topology-rules.js';
-import { memoryBounds } from '../../proxy/src/memory-budget.js';
-import { chartDir, find, type K8sObject, parseLikeWalproxy, renderChart } from './chart.js';
+import { memoryBounds, nodeHeapFlags } from '../../proxy/src/memory-budget.js';
+import { chartDir, find, type K8sObject, parseLikeWalproxy, parseQuantity, renderChart } from './chart.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'streaming';
@@ -51,14 +51,6 @@ function loadValues(files: string[]): Values {
     (values, file) => deepMerge(values, parse(readFileSync(path.resolve(chartDir, file), 'utf8'))),
     parse(readFileSync(path.join(chartDir, 'values.yaml'), 'utf8')),
   );
-}
-
-/** A Kubernetes memory quantity in bytes (the suffixes a container limit uses). */
-function parseQuantity(quantity: string | number): number {
-  const match = /^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(quantity));
-  if (!match) throw new Error(`not a memory quantity: ${quantity}`);
-  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
-  return Number(match[1]) * (match[2] ? unit[match[2] as keyof typeof unit] : 1);
 }
 
 /** server.properties as Kafka reads it: `key=value` lines, comments skipped, the last one wins. */
@@ -147,7 +139,7 @@ class SimulatedPod {
     );
     writeFileSync(
       path.join(this.dirs.out!, 'main.mjs'),
-      `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(`${this.dirs.out}/walproxy.argv`)}, JSON.stringify(process.argv.slice(2)));\n`,
+      `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(`${this.dirs.out}/walproxy.argv`)}, JSON.stringify(process.argv.slice(2)));\nwriteFileSync(${JSON.stringify(`${this.dirs.out}/walproxy.execArgv`)}, JSON.stringify(process.execArgv));\n`,
     );
     for (const script of ['kafka-storage.sh', 'kafka-server-start.sh'])
       chmodSync(path.join(this.dirs.kafka!, 'bin', script), 0o755);
@@ -224,7 +216,10 @@ describe.each(VARIANTS)(
       `${set.metadata.name}-${n}.${set.spec.serviceName}.${NAMESPACE}.svc.${domain}`;
     const api = new FakeApiServer();
     const zoneOf = (id: number) => zones[id % zones.length]!;
-    const pods = new Map<number, { props: Map<string, string>; argv: string[]; storage: string[] }>();
+    const pods = new Map<
+      number,
+      { props: Map<string, string>; argv: string[]; execArgv: string[]; storage: string[] }
+    >();
     // The KRaft voters as the controllers know themselves (their pods' DNS names).
     const voters = () =>
       [...Array(values.controllers.replicas as number).keys()].map((n) => ({
@@ -248,6 +243,7 @@ describe.each(VARIANTS)(
           pods.set(id, {
             props: readProperties(pod.output('server.properties')),
             argv: JSON.parse(pod.output('walproxy.argv')),
+            execArgv: JSON.parse(pod.output('walproxy.execArgv')),
             storage: pod.output('kafka-storage.args').trim().split('\n'),
           });
         } finally {
@@ -355,6 +351,12 @@ describe.each(VARIANTS)(
       expect(nodeOptions).toBe(
         `--max-old-space-size=${Math.floor(memoryBounds(limit, 'cgroup').heapBytes / 1_048_576)}`,
       );
+    });
+
+    it("starts the sidecar's node with V8's old generation at half the heap share", () => {
+      const limit = parseQuantity(w.resources.limits.memory);
+      const { initialOldSpace } = nodeHeapFlags(memoryBounds(limit, 'cgroup'));
+      for (const id of ids) expect(pods.get(id)!.execArgv).toEqual([initialOldSpace]);
     });
 
     it('every broker advertises REPLICATION at an egress that every sidecar opens', () => {

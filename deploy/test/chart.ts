@@ -191,3 +191,11 @@ export async function parseLikeWalproxy(argv: string[]): Promise<string[]> {
   const parsed = parseSidecarConfig(raw);
   return 'errors' in parsed ? parsed.errors : [];
 }
+
+/** A Kubernetes memory quantity in bytes (the suffixes a container limit uses). */
+export function parseQuantity(quantity: string | number): number {
+  const match = /^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(quantity));
+  if (!match) throw new Error(`not a memory quantity: ${quantity}`);
+  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(match[1]) * (match[2] ? unit[match[2] as keyof typeof unit] : 1);
+}

@@ -12,7 +12,15 @@ import {
   egressBrokerIds,
   sidecarFlags,
 } from '../../e2e/src/cluster/topology-rules.js';
-import { type K8sObject, parseLikeWalproxy, repoRoot, schemaErrors, unknownFieldErrors } from './chart.js';
+import { memoryBounds, nodeHeapFlags } from '../../proxy/src/memory-budget.js';
+import {
+  type K8sObject,
+  parseLikeWalproxy,
+  parseQuantity,
+  repoRoot,
+  schemaErrors,
+  unknownFieldErrors,
+} from './chart.js';
 
 const dir = path.join(repoRoot, 'deploy/patch');
 const load = (file: string) => parse(readFileSync(path.join(dir, file), 'utf8'));
@@ -35,6 +43,19 @@ describe('the patch for an existing Kafka StatefulSet', () => {
     expect(await schemaErrors([sts])).toEqual([]);
     expect(unknownFieldErrors([sts])).toEqual([]);
     expect(load('kustomization.yaml').patches).toEqual([{ path: 'walproxy-sidecar.yaml' }]);
+  });
+
+  it("starts node with V8's heap sized from the sidecar's memory limit, as the chart does", () => {
+    const sidecar = patched().spec.template.spec.initContainers.find(
+      (c: { name: string }) => c.name === 'walproxy',
+    );
+    const flags = nodeHeapFlags(memoryBounds(parseQuantity(sidecar.resources.limits.memory), 'cgroup'));
+    expect(sidecar.command).toEqual([
+      'node',
+      flags.maxOldSpace,
+      flags.initialOldSpace,
+      '/app/proxy/dist/cli/walproxy.mjs',
+    ]);
   });
 
   for (const id of IDS) {

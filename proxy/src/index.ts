@@ -17,7 +17,12 @@ export { type ClusterLayout, DEFAULT_CPU, objectEconomics } from './cost/economi
 export { type MeasuredCost, type MeasuredCounters, priceMeasured } from './cost/measured.js';
 export { DEFAULT_PRICES, type PriceTable } from './cost/prices.js';
 export { createLogger, type Logger } from './log.js';
-export { type MemoryBounds, memoryBounds } from './memory-budget.js';
+export {
+  DEFAULT_MEMORY_LIMIT_BYTES,
+  type MemoryBounds,
+  memoryBounds,
+  nodeHeapFlags,
+} from './memory-budget.js';
 export { Secret, saslAuthenticate } from './metadata/sasl-client.js';
 export {
   groupPieces,

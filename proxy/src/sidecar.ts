@@ -5,7 +5,13 @@ import { SidecarCostMeter } from './cost/live.js';
 import { SaslHandshakeFilter } from './filters/sasl-handshake.js';
 import { buildListeners } from './listeners.js';
 import type { Logger } from './log.js';
-import { type MemoryBounds, memoryBounds, resolveMemoryLimit } from './memory-budget.js';
+import {
+  type MemoryBounds,
+  memoryBounds,
+  nodeHeapFlags,
+  nodeSizeFlagMiB,
+  resolveMemoryLimit,
+} from './memory-budget.js';
 import type { BrokerFence, FenceOutcome } from './net/controller-tap.js';
 import type { ListenerCounters } from './net/counters.js';
 import type { FrameObserver } from './net/frame-filter.js';
@@ -315,6 +321,7 @@ export class Sidecar {
     const m = this.memory;
     const mib = (n: number) => Math.round((n / 1_048_576) * 10) / 10;
     const heapLimit = v8.getHeapStatistics().heap_size_limit;
+    const initialOldSpace = nodeSizeFlagMiB(process.execArgv, '--initial-old-space-size');
     this.log.info(
       {
         memoryLimitMiB: mib(m.limitBytes),
@@ -330,6 +337,8 @@ export class Sidecar {
           : {}),
         heapMiB: mib(m.heapBytes),
         v8HeapLimitMiB: mib(heapLimit),
+        initialOldSpaceMiB: mib(m.initialOldSpaceBytes),
+        v8InitialOldSpaceMiB: initialOldSpace ?? null,
       },
       'memory bounds',
     );
@@ -339,6 +348,14 @@ export class Sidecar {
       this.log.warn(
         { v8HeapLimitMiB: mib(heapLimit), heapMiB: mib(m.heapBytes) },
         `V8's heap limit is above the heap share of --memory-limit-bytes: start node with --max-old-space-size=${Math.floor(m.heapBytes / 1_048_576)} (NODE_OPTIONS)`,
+      );
+    }
+    // Without it V8 marks the small heap about once a second under load, a fifth of the CPU
+    // (memory-budget.ts); a performance matter, so only where a real limit says what to give.
+    if (m.source !== 'default' && initialOldSpace === undefined) {
+      this.log.warn(
+        { initialOldSpaceMiB: mib(m.initialOldSpaceBytes) },
+        `V8's old generation starts small, so it collects the whole heap about once a second under load: start node with ${nodeHeapFlags(m).initialOldSpace} (on node's command line; NODE_OPTIONS does not take it)`,
       );
     }
   }

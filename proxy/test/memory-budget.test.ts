@@ -14,6 +14,8 @@ import {
   MEMORY_SHARES,
   METADATA_PIECE_BYTES,
   memoryBounds,
+  nodeHeapFlags,
+  nodeSizeFlagMiB,
   resolveMemoryLimit,
   ZONE_ENTRY_BYTES,
 } from '../src/memory-budget.js';
@@ -55,6 +57,33 @@ describe('memoryBounds', () => {
       metadataQueuePieces: 71_582,
       maxBufferedBytes: 125_829,
     });
+  });
+
+  it("starts V8's old generation at half the heap share, and says so as node's flags", () => {
+    // Given the default limit
+    const b = memoryBounds(512 * MiB, 'cgroup');
+    // Then the old generation starts at half of V8's share (what the Helm chart's arithmetic gives)
+    expect(b.initialOldSpaceBytes).toBe(Math.floor((512 * MiB * 22) / 100));
+    expect(b.initialOldSpaceBytes * 2).toBeLessThanOrEqual(b.heapBytes);
+    expect(nodeHeapFlags(b)).toEqual({
+      maxOldSpace: '--max-old-space-size=225',
+      initialOldSpace: '--initial-old-space-size=112',
+    });
+  });
+
+  it('reads a size node was started with from its command line, either spelling, the last one winning', () => {
+    const flag = '--initial-old-space-size';
+    expect(nodeSizeFlagMiB([], flag)).toBeUndefined();
+    expect(nodeSizeFlagMiB(['--max-old-space-size=225'], flag)).toBeUndefined();
+    expect(nodeSizeFlagMiB(['--initial-old-space-size=112'], flag)).toBe(112);
+    expect(nodeSizeFlagMiB(['--initial_old_space_size=64'], flag)).toBe(64);
+    expect(nodeSizeFlagMiB(['--initial-old-space-size', '96'], flag)).toBe(96);
+    expect(nodeSizeFlagMiB(['--initial-old-space-size=112', '--initial-old-space-size=48'], flag)).toBe(48);
+    // 0 is V8's "not set"
+    expect(
+      nodeSizeFlagMiB(['--initial-old-space-size=112', '--initial-old-space-size=0'], flag),
+    ).toBeUndefined();
+    expect(nodeSizeFlagMiB(['--initial-old-space-size=many'], flag)).toBeUndefined();
   });
 
   it('files the batch index off the V8 heap, where its typed arrays are (measured)', async () => {

@@ -238,6 +238,28 @@ describe('Sidecar memory bounds', () => {
     const bounds = s.lines.find((l) => l.msg === 'memory bounds') as unknown as { readCacheMiB: number };
     expect(bounds.readCacheMiB).toBe(30.7);
   });
+
+  it("asks for V8's initial old generation when node was started without it, and not when it was", async () => {
+    const oldGenerationWarning = (lines: ReadonlyArray<{ msg: string }>) =>
+      lines.find((l) => l.msg.includes('start node with --initial-old-space-size'));
+    // Given a sidecar with a 256 MiB limit, in this process (node started without the flag)
+    const bare = await sidecar({ 'memory-limit-bytes': String(256 * 1024 * 1024) });
+    // Then it names the flag and its value (22 % of the limit), and logs that none was given
+    expect(oldGenerationWarning(bare.lines)).toMatchObject({ level: 'warn', initialOldSpaceMiB: 56.3 });
+    expect(bare.lines.find((l) => l.msg === 'memory bounds')).toMatchObject({ v8InitialOldSpaceMiB: null });
+
+    // Given node's command line with the flag
+    process.execArgv.push('--initial-old-space-size=56');
+    cleanups.push(() => {
+      process.execArgv.splice(process.execArgv.indexOf('--initial-old-space-size=56'), 1);
+    });
+    const configured = await sidecar({ 'memory-limit-bytes': String(256 * 1024 * 1024) });
+    // Then it does not warn, and logs what node was given
+    expect(oldGenerationWarning(configured.lines)).toBeUndefined();
+    expect(configured.lines.find((l) => l.msg === 'memory bounds')).toMatchObject({
+      v8InitialOldSpaceMiB: 56,
+    });
+  });
 });
 
 describe('Sidecar start without a usable store', () => {

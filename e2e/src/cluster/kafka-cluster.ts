@@ -5,7 +5,12 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ListenerCounters } from '@walproxy/proxy';
+import {
+  DEFAULT_MEMORY_LIMIT_BYTES,
+  type ListenerCounters,
+  memoryBounds,
+  nodeHeapFlags,
+} from '@walproxy/proxy';
 import type { ZoneNetwork } from '../net/zone-network.js';
 import {
   kafkaLibDir,
@@ -510,6 +515,10 @@ export class KafkaCluster {
           `--cpu-prof-name=sidecar-${id}.${Date.now()}.cpuprofile`,
         ]
       : [];
+    // V8's initial old generation as the Helm chart starts the sidecar (for the limit the sidecar
+    // derives its bounds from here: the default), before the opt-in flags so that they can
+    // override it (a bench's baseline arm: --initial-old-space-size=0 is V8's default).
+    const heap = nodeHeapFlags(memoryBounds(DEFAULT_MEMORY_LIMIT_BYTES, 'default'));
     // Opt-in (benchmarks): node's own flags for the sidecar, e.g. a V8 heap setting to compare.
     const nodeFlags = (process.env.SIDECAR_NODE_FLAGS ?? '').split(/\s+/).filter((f) => f !== '');
     // Opt-in (benchmarks): extra environment for the sidecar only, "K=V K=V" (e.g. glibc's
@@ -518,6 +527,7 @@ export class KafkaCluster {
     const sidecar = new ManagedProcess(
       `sidecar-${id}`,
       ...this.placed(id, process.execPath, [
+        heap.initialOldSpace,
         ...nodeFlags,
         ...profile,
         profileDir ? unbundledSidecarEntry() : sidecarEntry(),

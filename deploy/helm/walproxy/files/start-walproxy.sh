@@ -4,7 +4,8 @@
 # --wal-store-url (the store of the pod's zone, chosen by the pod-identity init container).
 #
 # Environment: POD_NAME (<statefulset>-<ordinal>), WALPROXY_POD_DIR (default /var/run/walproxy),
-# WALPROXY_MAIN (default /app/proxy/dist/cli/walproxy.mjs, the image's entry point).
+# WALPROXY_MAIN (default /app/proxy/dist/cli/walproxy.mjs, the image's entry point),
+# NODE_HEAP_FLAGS (node's flags before the entry point, e.g. --initial-old-space-size=112).
 set -eu
 pod_dir="${WALPROXY_POD_DIR:-/var/run/walproxy}"
 ordinal="${POD_NAME##*-}"
@@ -15,4 +16,7 @@ esac
 . "$pod_dir/identity.env"
 set -- sidecar "--broker-id=$ordinal" "$@"
 if [ -n "${WAL_STORE_URL:-}" ]; then set -- "$@" "--wal-store-url=$WAL_STORE_URL"; fi
-exec node "${WALPROXY_MAIN:-/app/proxy/dist/cli/walproxy.mjs}" "$@"
+# NODE_HEAP_FLAGS: node's own flags that NODE_OPTIONS does not take (the chart's V8 heap start),
+# split on spaces on purpose.
+# shellcheck disable=SC2086
+exec node ${NODE_HEAP_FLAGS:-} "${WALPROXY_MAIN:-/app/proxy/dist/cli/walproxy.mjs}" "$@"
