@@ -348,9 +348,7 @@ describe.each(VARIANTS)(
       const env = container('walproxy').env ?? [];
       const nodeOptions = env.find((e) => e.name === 'NODE_OPTIONS')?.value;
       const limit = parseQuantity(w.resources.limits.memory);
-      expect(nodeOptions).toBe(
-        `--max-old-space-size=${Math.floor(memoryBounds(limit, 'cgroup').heapBytes / 1_048_576)}`,
-      );
+      expect(nodeOptions).toBe(nodeHeapFlags(memoryBounds(limit, 'cgroup')).maxOldSpace);
     });
 
     it("starts the sidecar's node with V8's old generation at half the heap share", () => {

@@ -342,12 +342,13 @@ export class Sidecar {
       },
       'memory bounds',
     );
+    const flags = nodeHeapFlags(m);
     // A heap allowed to grow past its share lets the container's OOM killer act before the
     // garbage collector does (issue 12, case 10); only meaningful when a real limit is known.
     if (m.source !== 'default' && heapLimit > m.heapBytes * 1.25) {
       this.log.warn(
         { v8HeapLimitMiB: mib(heapLimit), heapMiB: mib(m.heapBytes) },
-        `V8's heap limit is above the heap share of --memory-limit-bytes: start node with --max-old-space-size=${Math.floor(m.heapBytes / 1_048_576)} (NODE_OPTIONS)`,
+        `V8's heap limit is above the heap share of --memory-limit-bytes: start node with ${flags.maxOldSpace} (NODE_OPTIONS)`,
       );
     }
     // Without it V8 marks the small heap about once a second under load, a fifth of the CPU
@@ -355,7 +356,7 @@ export class Sidecar {
     if (m.source !== 'default' && initialOldSpace === undefined) {
       this.log.warn(
         { initialOldSpaceMiB: mib(m.initialOldSpaceBytes) },
-        `V8's old generation starts small, so it collects the whole heap about once a second under load: start node with ${nodeHeapFlags(m).initialOldSpace} (on node's command line; NODE_OPTIONS does not take it)`,
+        `V8's old generation starts small, so it collects the whole heap about once a second under load: start node with ${flags.initialOldSpace} (on node's command line; NODE_OPTIONS does not take it)`,
       );
     }
   }
