@@ -26,8 +26,9 @@ import {
   type Zone,
   ZoneNetwork,
   type ZoneTraffic,
+  zoneOf,
 } from '../src/net/zone-network.js';
-import { type MotoServer, startMoto } from '../src/s3/moto.js';
+import { startVersitygw, type VersitygwServer } from '../src/s3/versitygw.js';
 import { compareReplicas } from '../src/wal/inspect.js';
 
 /**
@@ -57,7 +58,7 @@ const PER_ZONE = JAVA_RECORDS + KAFKAJS_MESSAGES + KCAT_LINES;
 const JAVA_PRODUCER = { 'linger.ms': 10, 'batch.size': 131_072 };
 
 let zones: ZoneNetwork | undefined;
-let moto: MotoServer | undefined;
+let store: VersitygwServer | undefined;
 let cluster: KafkaCluster | undefined;
 let peerTls: ZonePeerTls | undefined;
 let failed = false;
@@ -67,9 +68,15 @@ const brokerIn = (zone: Zone) => BROKER_IDS.find((id) => zoneOfBroker(id) === zo
 
 beforeAll(async () => {
   zones = ZoneNetwork.create(new Map(BROKER_IDS.map((id) => [id, zoneOfBroker(id)])), { zoneClients: true });
-  moto = await startMoto({ netns: zones.store.netns, host: zones.store.address });
-  for (const id of BROKER_IDS) await moto.createBucket(zoneBucket(RACKS[id]!));
-  const endpoint = moto.endpoint;
+  // versitygw, not moto: the zone-local arm stores every remote-leader batch before the producer
+  // is answered, a burst of small PUTs from three sidecars that queues in moto (slowest write 83–90
+  // ms here, 37–72 with versitygw). One CI run measured 3.5 % instead of the usual ~1 %, without
+  // saying where (the 2 % assertion's message does now); a store write past the zone-local store
+  // timeout would do it (the sidecar then rightly sends bytes across zones until its store probe
+  // answers), and that is a store fault, which store-faults-zones.test.ts covers, not this file.
+  store = await startVersitygw({ netns: zones.store.netns, host: zones.store.address });
+  for (const id of BROKER_IDS) await store.createBucket(zoneBucket(RACKS[id]!));
+  const endpoint = store.endpoint;
   const network = zones;
   // The zone ingress takes only peer sidecars authenticated by mutual TLS.
   const peers = zonePeerTls((pod) => network.pod(pod).address);
@@ -92,7 +99,7 @@ beforeAll(async () => {
 afterAll(async () => {
   try {
     await cluster?.stop({ keepLogs: failed || process.env.WALPROXY_KEEP_LOGS === '1' });
-    await moto?.stop();
+    await store?.stop();
   } finally {
     zones?.remove();
     peerTls?.remove();
@@ -118,6 +125,7 @@ interface ZoneProduceCounters {
     bytesReferenced: number;
     batchesAsBytes: Record<string, number>;
     fallbacksStarted: number;
+    storeMsMax: number;
   };
   fill: { requestsFilled: number; batchesFilled: number; requestsRefused: number };
 }
@@ -129,6 +137,56 @@ async function zoneProduceCounters(c: KafkaCluster): Promise<ZoneProduceCounters
         ((await c.sidecarCounters(id)) as unknown as { zone: { produce: ZoneProduceCounters } }).zone.produce,
     ),
   );
+}
+
+/** Each sidecar's bytes its leader side relayed inline in follower fetches, by reason. */
+async function fetchInlineBytesByReason(c: KafkaCluster): Promise<Record<string, number>> {
+  const total: Record<string, number> = {};
+  for (const id of BROKER_IDS) {
+    const strip = (await c.sidecarCounters(id)).wal?.fetchStrip as
+      | { inlineBytesByReason?: Record<string, number> }
+      | undefined;
+    for (const [reason, bytes] of Object.entries(strip?.inlineBytesByReason ?? {})) {
+      total[reason] = (total[reason] ?? 0) + bytes;
+    }
+  }
+  return total;
+}
+
+function byReasonDelta(
+  before: Record<string, number>,
+  after: Record<string, number>,
+): Record<string, number> {
+  const delta: Record<string, number> = {};
+  for (const [reason, bytes] of Object.entries(after)) {
+    const d = bytes - (before[reason] ?? 0);
+    if (d !== 0) delta[reason] = d;
+  }
+  return delta;
+}
+
+/** Each sidecar's store degradations so far (WAL topics replicate inline, zone-local produce sends bytes meanwhile). */
+async function storeDegradations(c: KafkaCluster): Promise<number[]> {
+  return Promise.all(
+    BROKER_IDS.map(
+      async (id) =>
+        ((await c.sidecarCounters(id)) as unknown as { store?: { degradations?: number } }).store
+          ?.degradations ?? 0,
+    ),
+  );
+}
+
+/** Every pair of endpoints in different zones that exchanged a byte, `from>to`: bytes. */
+function crossZonePairs(traffic: ZoneTraffic): Record<string, number> {
+  const pairs: Record<string, number> = {};
+  for (const [from, row] of Object.entries(traffic.bytes) as Array<[Endpoint, Record<Endpoint, number>]>) {
+    for (const [to, bytes] of Object.entries(row) as Array<[Endpoint, number]>) {
+      const a = zoneOf(from);
+      const b = zoneOf(to);
+      if (a !== undefined && b !== undefined && a !== b && bytes > 0) pairs[`${from}>${to}`] = bytes;
+    }
+  }
+  return pairs;
 }
 
 const sum = (counters: ZoneProduceCounters[], pick: (c: ZoneProduceCounters) => number) =>
@@ -184,6 +242,17 @@ async function workload(
   const produce = trafficSince(start, zones!.traffic());
   // Every replica has every batch before anyone reads.
   expect(await compareReplicas(cluster!.workDirDataDirs(), topic, PARTITIONS)).toEqual([]);
+  // And every follower is in the ISR again (both arms): a leader names a consumer's zone replica
+  // as its read replica (KIP-392) only while that replica is in sync, else it serves the consumer
+  // itself, across zones. A follower the produce left behind on this shared machine is printed.
+  const lagging = await underReplicated(cluster!.bootstrap(), [topic]);
+  if (lagging.length > 0) {
+    console.log(`${topic}: before reading, out of the ISR: ${lagging.join('; ')}`);
+    await waitFor(
+      async () => ((await underReplicated(cluster!.bootstrap(), [topic])).length === 0 ? true : undefined),
+      60_000,
+    );
+  }
 
   const total = PER_ZONE * ZONES.length;
   for (const zone of ZONES) {
@@ -250,8 +319,12 @@ describe('zone-local produce across three zones (clients in a namespace of each 
     // And the zone-local path: the same clients at their zone's sidecar, a zone.local WAL topic,
     // consumers that set no rack
     const before = await zoneProduceCounters(c);
+    const stripBefore = await fetchInlineBytesByReason(c);
+    const degradationsBefore = await storeDegradations(c);
     const local = await workload('zl-workload', zoneBootstrap, false);
     const after = await zoneProduceCounters(c);
+    const stripAfter = await fetchInlineBytesByReason(c);
+    const degradationsAfter = await storeDegradations(c);
 
     const stockBytes = crossZoneBytesWithClients(stock.whole);
     const localBytes = crossZoneBytesWithClients(local.whole);
@@ -269,10 +342,25 @@ describe('zone-local produce across three zones (clients in a namespace of each 
       )}`,
     );
 
+    // Where the zone-local arm's cross-zone bytes went, phase by phase and pod pair by pod pair,
+    // and which follower fetches leaders answered with bytes: printed, and in the 2 % assertion's
+    // message, so a run that misses it says why.
+    const whereLocalBytesWent = `produce phase ${JSON.stringify(crossZonePairs(local.produce))}; whole ${JSON.stringify(
+      crossZonePairs(local.whole),
+    )}; follower fetches answered inline, bytes by reason ${JSON.stringify(
+      byReasonDelta(stripBefore, stripAfter),
+    )}; produce batches sent as bytes, by reason, and the slowest store write, per zone ${JSON.stringify(
+      after.map((z) => ({
+        asBytes: Object.fromEntries(Object.entries(z.references.batchesAsBytes).filter(([, n]) => n > 0)),
+        storeMsMax: Math.round(z.references.storeMsMax),
+      })),
+    )}; store degradations per sidecar ${JSON.stringify(degradationsAfter.map((n, i) => n - degradationsBefore[i]!))}`;
+    console.log(`zone-local arm, cross-zone bytes: ${whereLocalBytesWent}`);
+
     // Then stock moved what it always does (⅔ of the produce to other zones' leaders, 2 replicas)
     expect(stockBytes).toBeGreaterThan(2.4 * producedBytes);
     // And zone-local moved at most 2 % of that
-    expect(localBytes).toBeLessThanOrEqual(0.02 * stockBytes);
+    expect(localBytes, whereLocalBytesWent).toBeLessThanOrEqual(0.02 * stockBytes);
     // And the producers' batches went by reference, every one filled, none refused
     expect(referenced).toBeGreaterThan(0.5 * producedBytes);
     expect(sum(after, (z) => z.fill.requestsRefused)).toBe(0);
