@@ -29,7 +29,8 @@
  * Environment: BENCH_ROUNDS (2), BENCH_BYTES (256e6 per arm and round), BENCH_PHASE_SECONDS (20),
  * BENCH_ARMS (stock,inline,wal,wal-moto,bare-pipe), BENCH_WARMUP_BYTES (64e6 per cluster start),
  * BENCH_WAL_LINGER_MS (10), BENCH_BROKER_PROPS (k=v,k=v: extra broker properties, e.g.
- * replica.fetch.min.bytes), BENCH_OUT; BENCH_REQUEST_LOG=1: the brokers' request log (DEBUG) during
+ * replica.fetch.min.bytes), BENCH_OUT, BENCH_STORE_LATENCY (s3-express | none | <p50>,<p99>: the store
+ * front's first-byte latency); BENCH_REQUEST_LOG=1: the brokers' request log (DEBUG) during
  * every 1 MB/s phase, summarized (Produce and follower Fetch times at the leaders; costs CPU); SIDECAR_CPU_PROF_DIR=<dir>: a CPU profile of every sidecar
  * per walproxy arm and round (sidecars restarted around each arm), summarized per role.
  */
@@ -54,7 +55,7 @@ import {
 } from '../src/net/zone-network.js';
 import { type MotoServer, startMoto } from '../src/s3/moto.js';
 import { processCpuSeconds, processSyscalls, type S3Server } from '../src/s3/s3-server.js';
-import { type StoreFront, startStoreFront } from '../src/s3/store-front.js';
+import { type LatencySpec, type StoreFront, startStoreFront } from '../src/s3/store-front.js';
 import { startVersitygw } from '../src/s3/versitygw.js';
 import { formatSummary, type ProfiledArm, profileFiles, readProfiles, summarize } from './profile-summary.js';
 import { runStamp } from './run-stamp.js';
@@ -135,6 +136,20 @@ const BROKER_PROPS: Record<string, string> = Object.fromEntries(
 );
 const OUT = process.env.BENCH_OUT ?? path.join(repoRoot(), '.runs', 'bench', 'replication.json');
 const REQUEST_LOG = process.env.BENCH_REQUEST_LOG === '1';
+/**
+ * BENCH_STORE_LATENCY: the store front's first-byte latency for every request — `s3-express` (the
+ * default: S3 Express One Zone's p50 3 ms, p99 ~14 ms), `none`, or `<p50>,<p99>` in ms. For
+ * diagnosis: how much of the WAL arms' latency is the store's.
+ */
+const STORE_LATENCY = storeLatencyFrom(process.env.BENCH_STORE_LATENCY ?? 's3-express');
+
+function storeLatencyFrom(text: string): LatencySpec {
+  if (text === 'none' || text === 's3-express') return text;
+  const [p50Ms, p99Ms] = text.split(',').map(Number);
+  if (p50Ms === undefined || p99Ms === undefined || !(p50Ms >= 0) || !(p99Ms >= p50Ms))
+    throw new Error(`BENCH_STORE_LATENCY: 'none', 's3-express' or '<p50>,<p99>' (ms), not '${text}'`);
+  return { p50Ms, p99Ms };
+}
 const PROFILE_DIR = process.env.SIDECAR_CPU_PROF_DIR;
 // The harness profiles every sidecar it starts while this is set: only the arms' sidecars should be.
 delete process.env.SIDECAR_CPU_PROF_DIR;
@@ -1019,7 +1034,7 @@ async function main(): Promise<void> {
     const at = { netns: zones.store.netns, host: zones.store.address };
     const versitygw = await startVersitygw(at);
     started.push(versitygw);
-    const front = await startStoreFront({ upstream: versitygw, ...at, latency: 's3-express' });
+    const front = await startStoreFront({ upstream: versitygw, ...at, latency: STORE_LATENCY });
     started.push(front);
     const moto = await startMoto(at);
     started.push(moto);
@@ -1098,6 +1113,7 @@ async function main(): Promise<void> {
     partitions: PARTITIONS,
     replication_factor: 3,
     broker_properties: BROKER_PROPS,
+    store_front_latency: STORE_LATENCY,
     wal_linger_ms: WAL_LINGER_MS,
     cpus: os.cpus().length,
     load_average_end: loadAverage(),
