@@ -139,7 +139,6 @@ export function createWalParts(
     economics: objectEconomics(cost.prices, { replicationFactor: cost.replicationFactor, zones: cost.zones }),
     maxObjectBytes: wal.defaults.targetBytes,
     exitAfterMs: cost.exitAfterMs,
-    enterAfterMs: cost.enterAfterMs,
     minDwellMs: cost.minDwellMs,
     rateWindowMs: cost.rateWindowMs,
     // Once per switch: hysteresis keeps them minutes apart.

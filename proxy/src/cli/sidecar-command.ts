@@ -162,13 +162,6 @@ export function sidecarOptions(yargs: Argv): Argv {
         'mode=auto: a budget group leaves the WAL (replicates inline) after its objects paid too little for this long without a break',
       default: SIDECAR_DEFAULTS['wal-mode-exit-after-ms'],
     })
-    .option('wal-mode-enter-after-ms', {
-      type: 'string',
-      requiresArg: true,
-      describe:
-        'mode=auto: a budget group enters the WAL only after its objects paid enough for this long without a break (one producer request holding what accumulated while it was idle is not a rate that pays)',
-      default: SIDECAR_DEFAULTS['wal-mode-enter-after-ms'],
-    })
     .option('wal-mode-min-dwell-ms', {
       type: 'string',
       requiresArg: true,

@@ -81,8 +81,6 @@ export interface CostPolicyConfig {
   zones: number;
   /** A group leaves the WAL after its objects paid too little for this long. */
   exitAfterMs: number;
-  /** A group enters the WAL only after its objects paid enough for this long. */
-  enterAfterMs: number;
   /** Least time between two switches of a group. */
   minDwellMs: number;
   /** Time constant of a group's rate and saving estimates; also the wait before its first switch. */
@@ -156,7 +154,6 @@ export const SIDECAR_DEFAULTS = {
   'cost-replication-factor': 3,
   'cost-zones': 3,
   'wal-mode-exit-after-ms': SEALING_DEFAULTS.exitAfterMs,
-  'wal-mode-enter-after-ms': SEALING_DEFAULTS.enterAfterMs,
   'wal-mode-min-dwell-ms': SEALING_DEFAULTS.minDwellMs,
   'wal-mode-rate-window-ms': SEALING_DEFAULTS.rateWindowMs,
   // Off: a store outage must never fail or slow a produce (issue #12); a topic opts in with
@@ -507,7 +504,6 @@ function parseCostPolicy(raw: RawSidecarOptions, errors: FlagErrors): CostPolicy
   const replicationFactor = integer(raw, 'cost-replication-factor', errors, 1, 32);
   const zones = integer(raw, 'cost-zones', errors, 1, 32);
   const exitAfterMs = integer(raw, 'wal-mode-exit-after-ms', errors, 0, 3_600_000);
-  const enterAfterMs = integer(raw, 'wal-mode-enter-after-ms', errors, 0, 3_600_000);
   const minDwellMs = integer(raw, 'wal-mode-min-dwell-ms', errors, 0, 3_600_000);
   const rateWindowMs = integer(raw, 'wal-mode-rate-window-ms', errors, 100, 3_600_000);
   if (
@@ -515,12 +511,11 @@ function parseCostPolicy(raw: RawSidecarOptions, errors: FlagErrors): CostPolicy
     replicationFactor === undefined ||
     zones === undefined ||
     exitAfterMs === undefined ||
-    enterAfterMs === undefined ||
     minDwellMs === undefined ||
     rateWindowMs === undefined
   )
     return undefined;
-  return { prices, replicationFactor, zones, exitAfterMs, enterAfterMs, minDwellMs, rateWindowMs };
+  return { prices, replicationFactor, zones, exitAfterMs, minDwellMs, rateWindowMs };
 }
 
 /** The replication ingress of broker `id`: an explicit --peer-address, else the template. */

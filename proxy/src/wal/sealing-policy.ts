@@ -27,13 +27,6 @@ export const SEALING_DEFAULTS = {
    * held batches' latency, so a lull between bursts that pay is no reason to leave.
    */
   exitAfterMs: 60_000,
-  /**
-   * A group enters the WAL only once its objects have paid enough for this long without a break:
-   * one large object — a producer's first request after a quiet spell, holding what accumulated
-   * while it fetched metadata — is no evidence of a rate that pays; steady objects that pay
-   * still do after it.
-   */
-  enterAfterMs: 1_000,
   /** Least time in a mode before the next switch (the first one: rateWindowMs after the group appears). */
   minDwellMs: 30_000,
   /** Switch to the WAL when the group's objects would save as much as steady objects this many times break-even… */
@@ -79,7 +72,6 @@ export interface SealingPolicyOptions {
   timerSlackMs?: number;
   rateWindowMs?: number;
   exitAfterMs?: number;
-  enterAfterMs?: number;
   minDwellMs?: number;
   walAtBreakEvenMultiple?: number;
   inlineBelowBreakEvenMultiple?: number;
@@ -151,8 +143,6 @@ interface Group {
   savedUsd: number;
   /** Since when, without a break, the group's objects have paid less than the inline threshold. */
   belowExitSinceMs: number | undefined;
-  /** Since when, without a break, the group's objects have paid at least the WAL threshold. */
-  aboveEnterSinceMs: number | undefined;
   /** The group's rate when it last entered the WAL. */
   enteredAtRate: number;
   /** The real objects of the current WAL stretch: bytes, what the uploaded ones saved, abandoned in a row. */
@@ -168,7 +158,6 @@ export class SealingPolicy {
   readonly #timerSlackMs: number;
   readonly #tau: number;
   readonly #exitAfterMs: number;
-  readonly #enterAfterMs: number;
   readonly #minDwellMs: number;
   /** Saving per byte of steady objects at the two thresholds; undefined when nothing ever pays. */
   readonly #walAtPerByte: number | undefined;
@@ -186,7 +175,6 @@ export class SealingPolicy {
     this.#timerSlackMs = options.timerSlackMs ?? d.timerSlackMs;
     this.#tau = options.rateWindowMs ?? d.rateWindowMs;
     this.#exitAfterMs = options.exitAfterMs ?? d.exitAfterMs;
-    this.#enterAfterMs = options.enterAfterMs ?? d.enterAfterMs;
     this.#minDwellMs = options.minDwellMs ?? d.minDwellMs;
     const enter = options.walAtBreakEvenMultiple ?? d.walAtBreakEvenMultiple;
     const exit = options.inlineBelowBreakEvenMultiple ?? d.inlineBelowBreakEvenMultiple;
@@ -315,7 +303,6 @@ export class SealingPolicy {
         closedBytes: 0,
         savedUsd: 0,
         belowExitSinceMs: undefined,
-        aboveEnterSinceMs: undefined,
         enteredAtRate: 0,
         real: { bytes: 0, savedUsd: 0, abandonedInARow: 0 },
         failed: undefined,
@@ -369,18 +356,11 @@ export class SealingPolicy {
     } else {
       g.belowExitSinceMs = undefined;
     }
-    if (canPay && perByte >= this.#walAtPerByte!) g.aboveEnterSinceMs ??= nowMs;
-    else g.aboveEnterSinceMs = undefined;
     const dwell = g.switchesToWal + g.switchesToInline === 0 ? this.#tau : this.#minDwellMs;
     if (nowMs - g.switchedAtMs < dwell) return;
     let to: ReplicationMode | undefined;
     if (g.mode === 'inline') {
-      if (
-        g.aboveEnterSinceMs !== undefined &&
-        nowMs - g.aboveEnterSinceMs >= this.#enterAfterMs &&
-        !this.#failedLately(g, nowMs)
-      )
-        to = 'wal';
+      if (canPay && perByte >= this.#walAtPerByte! && !this.#failedLately(g, nowMs)) to = 'wal';
     } else if (
       !canPay ||
       (g.belowExitSinceMs !== undefined && nowMs - g.belowExitSinceMs >= this.#exitAfterMs)

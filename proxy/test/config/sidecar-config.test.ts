@@ -74,7 +74,6 @@ describe('parseSidecarConfig', () => {
       replicationFactor: 3,
       zones: 3,
       exitAfterMs: 60_000,
-      enterAfterMs: 1_000,
       minDwellMs: 30_000,
       rateWindowMs: 10_000,
       prices: { storeClass: 'S3 Express One Zone' },
