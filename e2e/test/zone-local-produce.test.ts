@@ -14,19 +14,20 @@ import { createTopic, kafkaClient, underReplicated, withAdmin } from '../src/cli
 import { runKafkajsJob } from '../src/clients/kafkajs-job.js';
 import { kcat, kcatReadAtLeast } from '../src/clients/kcat.js';
 import { verifiableProducer } from '../src/clients/verifiable-producer.js';
-import { BROKER_IDS, KafkaCluster, RACKS } from '../src/cluster/kafka-cluster.js';
+import { type CounterSnapshot, counterDelta, counterSnapshot } from '../src/cluster/cluster-info.js';
+import { BROKER_IDS, KafkaCluster, RACKS, type SidecarCounters } from '../src/cluster/kafka-cluster.js';
 import { walSidecarEnv, zonalStoreFlags, zoneBucket } from '../src/cluster/wal-settings.js';
 import { ZONE_PORTS, type ZonePeerTls, zonePeerTls, zoneSidecarFlags } from '../src/cluster/zone-flags.js';
 import {
   crossZoneBytes,
   crossZoneBytesWithClients,
+  crossZonePairs,
   type Endpoint,
   trafficSince,
   ZONES,
   type Zone,
   ZoneNetwork,
   type ZoneTraffic,
-  zoneOf,
 } from '../src/net/zone-network.js';
 import { startVersitygw, type VersitygwServer } from '../src/s3/versitygw.js';
 import { compareReplicas } from '../src/wal/inspect.js';
@@ -139,54 +140,24 @@ async function zoneProduceCounters(c: KafkaCluster): Promise<ZoneProduceCounters
   );
 }
 
-/** Each sidecar's bytes its leader side relayed inline in follower fetches, by reason. */
-async function fetchInlineBytesByReason(c: KafkaCluster): Promise<Record<string, number>> {
-  const total: Record<string, number> = {};
-  for (const id of BROKER_IDS) {
-    const strip = (await c.sidecarCounters(id)).wal?.fetchStrip as
-      | { inlineBytesByReason?: Record<string, number> }
-      | undefined;
-    for (const [reason, bytes] of Object.entries(strip?.inlineBytesByReason ?? {})) {
-      total[reason] = (total[reason] ?? 0) + bytes;
-    }
-  }
-  return total;
-}
-
-function byReasonDelta(
-  before: Record<string, number>,
-  after: Record<string, number>,
-): Record<string, number> {
+/** Bytes the leader sides relayed inline in follower fetches between two snapshots, by reason. */
+function fetchInlineBytesByReason(before: CounterSnapshot, after: CounterSnapshot): Record<string, number> {
+  const byReason = (c: SidecarCounters) =>
+    (c.wal?.fetchStrip?.inlineBytesByReason ?? {}) as Record<string, number>;
+  const reasons = new Set(Object.values(after).flatMap((c) => Object.keys(byReason(c))));
   const delta: Record<string, number> = {};
-  for (const [reason, bytes] of Object.entries(after)) {
-    const d = bytes - (before[reason] ?? 0);
-    if (d !== 0) delta[reason] = d;
+  for (const reason of reasons) {
+    const bytes = counterDelta(before, after, (c) => byReason(c)[reason]);
+    if (bytes !== 0) delta[reason] = bytes;
   }
   return delta;
 }
 
-/** Each sidecar's store degradations so far (WAL topics replicate inline, zone-local produce sends bytes meanwhile). */
-async function storeDegradations(c: KafkaCluster): Promise<number[]> {
-  return Promise.all(
-    BROKER_IDS.map(
-      async (id) =>
-        ((await c.sidecarCounters(id)) as unknown as { store?: { degradations?: number } }).store
-          ?.degradations ?? 0,
-    ),
-  );
-}
-
-/** Every pair of endpoints in different zones that exchanged a byte, `from>to`: bytes. */
-function crossZonePairs(traffic: ZoneTraffic): Record<string, number> {
-  const pairs: Record<string, number> = {};
-  for (const [from, row] of Object.entries(traffic.bytes) as Array<[Endpoint, Record<Endpoint, number>]>) {
-    for (const [to, bytes] of Object.entries(row) as Array<[Endpoint, number]>) {
-      const a = zoneOf(from);
-      const b = zoneOf(to);
-      if (a !== undefined && b !== undefined && a !== b && bytes > 0) pairs[`${from}>${to}`] = bytes;
-    }
-  }
-  return pairs;
+/** Each sidecar's store degradations between two snapshots (WAL topics inline, zone-local produce as bytes meanwhile). */
+function storeDegradations(before: CounterSnapshot, after: CounterSnapshot): number[] {
+  const degradations = (c: SidecarCounters) =>
+    (c as unknown as { store?: { degradations?: number } }).store?.degradations;
+  return BROKER_IDS.map((id) => counterDelta(before, after, degradations, [id]));
 }
 
 const sum = (counters: ZoneProduceCounters[], pick: (c: ZoneProduceCounters) => number) =>
@@ -319,12 +290,10 @@ describe('zone-local produce across three zones (clients in a namespace of each 
     // And the zone-local path: the same clients at their zone's sidecar, a zone.local WAL topic,
     // consumers that set no rack
     const before = await zoneProduceCounters(c);
-    const stripBefore = await fetchInlineBytesByReason(c);
-    const degradationsBefore = await storeDegradations(c);
+    const snapshotBefore = await counterSnapshot(c, BROKER_IDS);
     const local = await workload('zl-workload', zoneBootstrap, false);
     const after = await zoneProduceCounters(c);
-    const stripAfter = await fetchInlineBytesByReason(c);
-    const degradationsAfter = await storeDegradations(c);
+    const snapshotAfter = await counterSnapshot(c, BROKER_IDS);
 
     const stockBytes = crossZoneBytesWithClients(stock.whole);
     const localBytes = crossZoneBytesWithClients(local.whole);
@@ -348,13 +317,13 @@ describe('zone-local produce across three zones (clients in a namespace of each 
     const whereLocalBytesWent = `produce phase ${JSON.stringify(crossZonePairs(local.produce))}; whole ${JSON.stringify(
       crossZonePairs(local.whole),
     )}; follower fetches answered inline, bytes by reason ${JSON.stringify(
-      byReasonDelta(stripBefore, stripAfter),
+      fetchInlineBytesByReason(snapshotBefore, snapshotAfter),
     )}; produce batches sent as bytes, by reason, and the slowest store write, per zone ${JSON.stringify(
       after.map((z) => ({
         asBytes: Object.fromEntries(Object.entries(z.references.batchesAsBytes).filter(([, n]) => n > 0)),
         storeMsMax: Math.round(z.references.storeMsMax),
       })),
-    )}; store degradations per sidecar ${JSON.stringify(degradationsAfter.map((n, i) => n - degradationsBefore[i]!))}`;
+    )}; store degradations per sidecar ${JSON.stringify(storeDegradations(snapshotBefore, snapshotAfter))}`;
     console.log(`zone-local arm, cross-zone bytes: ${whereLocalBytesWent}`);
 
     // Then stock moved what it always does (⅔ of the produce to other zones' leaders, 2 replicas)

@@ -346,15 +346,23 @@ export function zoneOf(endpoint: Endpoint): Zone | undefined {
  * in their zone: brokers' pods to each other, and each zone's clients to other zones' pods.
  */
 export function crossZoneBytesWithClients(traffic: ZoneTraffic): number {
-  let sum = 0;
+  return Object.values(crossZonePairs(traffic)).reduce((sum, bytes) => sum + bytes, 0);
+}
+
+/**
+ * The same bytes by endpoint pair, `from>to`, zones' client namespaces included: each pair in
+ * different zones that exchanged a byte.
+ */
+export function crossZonePairs(traffic: ZoneTraffic): Record<string, number> {
+  const pairs: Record<string, number> = {};
   for (const [from, row] of Object.entries(traffic.bytes) as Array<[Endpoint, Record<Endpoint, number>]>) {
     for (const [to, bytes] of Object.entries(row) as Array<[Endpoint, number]>) {
       const a = zoneOf(from);
       const b = zoneOf(to);
-      if (a !== undefined && b !== undefined && a !== b) sum += bytes;
+      if (a !== undefined && b !== undefined && a !== b && bytes > 0) pairs[`${from}>${to}`] = bytes;
     }
   }
-  return sum;
+  return pairs;
 }
 
 /** Bytes between the zones and the object store, both directions. */
