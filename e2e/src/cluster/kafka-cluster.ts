@@ -609,6 +609,8 @@ export interface SidecarCounters {
     metadata: Record<string, number>;
     fetchStrip?: Record<string, unknown>;
     fetchFill?: Record<string, unknown>;
+    /** The sealing policy's latency-budget groups: each one's mode now. */
+    sealing?: Array<{ budgetMs: number; mode: 'wal' | 'inline' }>;
   };
 }
 
