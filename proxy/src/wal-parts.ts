@@ -139,6 +139,7 @@ export function createWalParts(
     economics: objectEconomics(cost.prices, { replicationFactor: cost.replicationFactor, zones: cost.zones }),
     maxObjectBytes: wal.defaults.targetBytes,
     exitAfterMs: cost.exitAfterMs,
+    enterAfterPayingObjects: cost.enterAfterPayingObjects,
     minDwellMs: cost.minDwellMs,
     rateWindowMs: cost.rateWindowMs,
     // Once per switch: hysteresis keeps them minutes apart.

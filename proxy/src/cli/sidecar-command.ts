@@ -162,6 +162,13 @@ export function sidecarOptions(yargs: Argv): Argv {
         'mode=auto: a budget group leaves the WAL (replicates inline) after its objects paid too little for this long without a break',
       default: SIDECAR_DEFAULTS['wal-mode-exit-after-ms'],
     })
+    .option('wal-mode-enter-after-objects', {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        "mode=auto: a budget group enters the WAL only once this many of its objects in a row would each have paid (a producer's first requests after a quiet spell are no rate that pays)",
+      default: SIDECAR_DEFAULTS['wal-mode-enter-after-objects'],
+    })
     .option('wal-mode-min-dwell-ms', {
       type: 'string',
       requiresArg: true,

@@ -81,6 +81,8 @@ export interface CostPolicyConfig {
   zones: number;
   /** A group leaves the WAL after its objects paid too little for this long. */
   exitAfterMs: number;
+  /** A group enters the WAL only after this many of its objects in a row would each have paid. */
+  enterAfterPayingObjects: number;
   /** Least time between two switches of a group. */
   minDwellMs: number;
   /** Time constant of a group's rate and saving estimates; also the wait before its first switch. */
@@ -154,6 +156,7 @@ export const SIDECAR_DEFAULTS = {
   'cost-replication-factor': 3,
   'cost-zones': 3,
   'wal-mode-exit-after-ms': SEALING_DEFAULTS.exitAfterMs,
+  'wal-mode-enter-after-objects': SEALING_DEFAULTS.enterAfterPayingObjects,
   'wal-mode-min-dwell-ms': SEALING_DEFAULTS.minDwellMs,
   'wal-mode-rate-window-ms': SEALING_DEFAULTS.rateWindowMs,
   // Off: a store outage must never fail or slow a produce (issue #12); a topic opts in with
@@ -504,6 +507,7 @@ function parseCostPolicy(raw: RawSidecarOptions, errors: FlagErrors): CostPolicy
   const replicationFactor = integer(raw, 'cost-replication-factor', errors, 1, 32);
   const zones = integer(raw, 'cost-zones', errors, 1, 32);
   const exitAfterMs = integer(raw, 'wal-mode-exit-after-ms', errors, 0, 3_600_000);
+  const enterAfterPayingObjects = integer(raw, 'wal-mode-enter-after-objects', errors, 1, 10_000);
   const minDwellMs = integer(raw, 'wal-mode-min-dwell-ms', errors, 0, 3_600_000);
   const rateWindowMs = integer(raw, 'wal-mode-rate-window-ms', errors, 100, 3_600_000);
   if (
@@ -511,11 +515,12 @@ function parseCostPolicy(raw: RawSidecarOptions, errors: FlagErrors): CostPolicy
     replicationFactor === undefined ||
     zones === undefined ||
     exitAfterMs === undefined ||
+    enterAfterPayingObjects === undefined ||
     minDwellMs === undefined ||
     rateWindowMs === undefined
   )
     return undefined;
-  return { prices, replicationFactor, zones, exitAfterMs, minDwellMs, rateWindowMs };
+  return { prices, replicationFactor, zones, exitAfterMs, enterAfterPayingObjects, minDwellMs, rateWindowMs };
 }
 
 /** The replication ingress of broker `id`: an explicit --peer-address, else the template. */

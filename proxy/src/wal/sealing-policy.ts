@@ -27,6 +27,14 @@ export const SEALING_DEFAULTS = {
    * held batches' latency, so a lull between bursts that pay is no reason to leave.
    */
   exitAfterMs: 60_000,
+  /**
+   * A group enters the WAL only once this many of its virtual objects in a row would each have
+   * paid (at least the entry threshold's size): the first requests after a quiet spell, holding
+   * what a producer accumulated while it fetched metadata (up to a batch.size per partition per
+   * request), make a few large objects at a rate whose steady objects do not pay. A rate that pays
+   * enters this many lingers after it shows, a burst included.
+   */
+  enterAfterPayingObjects: 3,
   /** Least time in a mode before the next switch (the first one: rateWindowMs after the group appears). */
   minDwellMs: 30_000,
   /** Switch to the WAL when the group's objects would save as much as steady objects this many times break-even… */
@@ -72,6 +80,7 @@ export interface SealingPolicyOptions {
   timerSlackMs?: number;
   rateWindowMs?: number;
   exitAfterMs?: number;
+  enterAfterPayingObjects?: number;
   minDwellMs?: number;
   walAtBreakEvenMultiple?: number;
   inlineBelowBreakEvenMultiple?: number;
@@ -143,6 +152,8 @@ interface Group {
   savedUsd: number;
   /** Since when, without a break, the group's objects have paid less than the inline threshold. */
   belowExitSinceMs: number | undefined;
+  /** Closed virtual objects in a row of at least the entry threshold's size. */
+  payingInARow: number;
   /** The group's rate when it last entered the WAL. */
   enteredAtRate: number;
   /** The real objects of the current WAL stretch: bytes, what the uploaded ones saved, abandoned in a row. */
@@ -158,6 +169,9 @@ export class SealingPolicy {
   readonly #timerSlackMs: number;
   readonly #tau: number;
   readonly #exitAfterMs: number;
+  readonly #enterAfterPayingObjects: number;
+  /** Size of the steady objects at the entry threshold; undefined when nothing ever pays. */
+  readonly #walAtBytes: number | undefined;
   readonly #minDwellMs: number;
   /** Saving per byte of steady objects at the two thresholds; undefined when nothing ever pays. */
   readonly #walAtPerByte: number | undefined;
@@ -175,6 +189,7 @@ export class SealingPolicy {
     this.#timerSlackMs = options.timerSlackMs ?? d.timerSlackMs;
     this.#tau = options.rateWindowMs ?? d.rateWindowMs;
     this.#exitAfterMs = options.exitAfterMs ?? d.exitAfterMs;
+    this.#enterAfterPayingObjects = options.enterAfterPayingObjects ?? d.enterAfterPayingObjects;
     this.#minDwellMs = options.minDwellMs ?? d.minDwellMs;
     const enter = options.walAtBreakEvenMultiple ?? d.walAtBreakEvenMultiple;
     const exit = options.inlineBelowBreakEvenMultiple ?? d.inlineBelowBreakEvenMultiple;
@@ -182,6 +197,7 @@ export class SealingPolicy {
       throw new RangeError(`need 1 <= inline multiple (${exit}) <= wal multiple (${enter})`);
     }
     const breakEven = options.economics.breakEvenObjectBytes;
+    this.#walAtBytes = breakEven === undefined ? undefined : breakEven * enter;
     if (breakEven !== undefined) {
       this.#walAtPerByte = options.economics.savingPerByte(breakEven * enter);
       this.#inlineBelowPerByte = options.economics.savingPerByte(breakEven * exit);
@@ -303,6 +319,7 @@ export class SealingPolicy {
         closedBytes: 0,
         savedUsd: 0,
         belowExitSinceMs: undefined,
+        payingInARow: 0,
         enteredAtRate: 0,
         real: { bytes: 0, savedUsd: 0, abandonedInARow: 0 },
         failed: undefined,
@@ -335,6 +352,7 @@ export class SealingPolicy {
     this.#decay(g, atMs);
     g.closedBytes += v.bytes;
     g.savedUsd += Math.max(0, this.#economics.savingUsd(v.bytes));
+    g.payingInARow = this.#walAtBytes !== undefined && v.bytes >= this.#walAtBytes ? g.payingInARow + 1 : 0;
   }
 
   #savedFraction(g: Group): number {
@@ -360,7 +378,13 @@ export class SealingPolicy {
     if (nowMs - g.switchedAtMs < dwell) return;
     let to: ReplicationMode | undefined;
     if (g.mode === 'inline') {
-      if (canPay && perByte >= this.#walAtPerByte! && !this.#failedLately(g, nowMs)) to = 'wal';
+      if (
+        canPay &&
+        perByte >= this.#walAtPerByte! &&
+        g.payingInARow >= this.#enterAfterPayingObjects &&
+        !this.#failedLately(g, nowMs)
+      )
+        to = 'wal';
     } else if (
       !canPay ||
       (g.belowExitSinceMs !== undefined && nowMs - g.belowExitSinceMs >= this.#exitAfterMs)

@@ -74,6 +74,7 @@ describe('parseSidecarConfig', () => {
       replicationFactor: 3,
       zones: 3,
       exitAfterMs: 60_000,
+      enterAfterPayingObjects: 3,
       minDwellMs: 30_000,
       rateWindowMs: 10_000,
       prices: { storeClass: 'S3 Express One Zone' },

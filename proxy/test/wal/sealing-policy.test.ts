@@ -15,6 +15,8 @@ const economics = objectEconomics(DEFAULT_PRICES, { replicationFactor: 3, zones:
 const breakEven = economics.breakEvenObjectBytes!;
 const { putMs, getMs } = SEALING_DEFAULTS.storeLatency;
 const STORE_MS = putMs + getMs;
+/** The linger of a budget under the default store latencies. */
+const policy0Linger = (budgetMs: number) => new SealingPolicy({ economics }).lingerMs(budgetMs);
 
 /** Deterministic PRNG (mulberry32), so every trace is the same on every run. */
 function random(seed: number): () => number {
@@ -382,6 +384,43 @@ describe('SealingPolicy over synthetic traces (one broker, three budgets)', () =
     expect(switches[2]!.to).toBe('wal');
     expect(switches[2]!.atMs - left.atMs).toBe(SEALING_DEFAULTS.minDwellMs);
     expect(policy.stats(t)[0]).toMatchObject({ mode: 'wal', switchesToWal: 2, switchesToInline: 1 });
+  });
+
+  it("a producer's first requests after a quiet spell do not take a group whose steady objects do not pay into the WAL; a rate that pays still enters, a few lingers later", () => {
+    // What `make bench-cost` does between its arms: a group that carried 0.1 MB/s (inline) and
+    // was then quiet for a minute, when a producer starts at the next rate; its first requests
+    // hold what accumulated while it fetched metadata (300 ms of the rate), in `requests` requests
+    // (a request carries at most batch.size per partition) a linger apart.
+    const resume = (budgetMs: number, mbps: number, requests = 1) => {
+      const switches: ModeSwitch[] = [];
+      const policy = new SealingPolicy({ economics, onSwitch: (e) => switches.push(e) });
+      const linger = policy.lingerMs(budgetMs);
+      let t = 0;
+      for (; t < 40_000; t += 50) policy.observe(budgetMs, 5_000, t);
+      t += 60_000;
+      const startedAt = t;
+      for (let i = 0; i < requests; i++, t += linger)
+        policy.observe(budgetMs, (0.3 * mbps * MB) / requests, t);
+      // Then the producer's requests at linger.ms 5
+      for (const end = t + 20_000; t < end; t += 5) policy.observe(budgetMs, 0.005 * mbps * MB, t);
+      return switches.map((s) => ({ to: s.to, afterMs: s.atMs - startedAt }));
+    };
+    // 1 MB/s at a 25 ms budget: 5 KB objects, far below break-even; the first request alone would
+    // pay, and took the group into the WAL 5 ms after it arrived when one object was enough
+    expect(policy0Linger(25)).toBe(5);
+    expect(resume(25, 1)).toEqual([]);
+    // the same when the accumulated records come in two requests, two objects that pay
+    expect(resume(25, 1, 2)).toEqual([]);
+    // 1 MB/s at 50 ms: 30 KB objects, below break-even too
+    expect(resume(50, 1)).toEqual([]);
+    expect(resume(50, 1, 2)).toEqual([]);
+    // 5 MB/s at 50 ms: 150 KB objects pay, and the group enters once enterAfterPayingObjects of
+    // them in a row have closed (a linger each)
+    const paying = resume(50, 5);
+    expect(paying.map((s) => s.to)).toEqual(['wal']);
+    expect(paying[0]!.afterMs).toBeLessThanOrEqual(
+      (SEALING_DEFAULTS.enterAfterPayingObjects + 1) * policy0Linger(50),
+    );
   });
 
   it('leaves the WAL at once when its real objects are abandoned in a row, and retries only at a higher rate or later', () => {
