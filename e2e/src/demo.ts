@@ -190,7 +190,7 @@ async function announce(bootstrap: string, topic: string): Promise<number> {
 
 /** Records per warm-up burst of the WAL arm's topic, and the most bursts before measuring anyway. */
 const WARM_UP_RECORDS = 6_000;
-const WARM_UP_BURSTS = 3;
+const WARM_UP_BURSTS = 6;
 
 /** How many leaders' sealing policies replicate the topic's latency-budget group through the WAL. */
 async function leadersInWal(cluster: KafkaCluster): Promise<number> {
@@ -202,12 +202,14 @@ async function leadersInWal(cluster: KafkaCluster): Promise<number> {
 
 /**
  * A topic in use has its latency-budget group in the WAL already. A group that has only just
- * started carrying data replicates inline until its objects have shown that they pay: on this
- * workload each leader's first round of requests (five in flight, ~0.7 MB) goes inline, which
- * would be a third of a 20,000-record arm and varies with the machine's speed. So the arm is
- * measured from when every leader's policy has put the group in the WAL: bursts of the same
- * workload, not counted, until then (at most WARM_UP_BURSTS; the arm is measured either way and
- * the report says how many leaders were in the WAL).
+ * started carrying data replicates inline until three of its objects in a row have shown that
+ * they pay (--wal-mode-enter-after-objects): on this workload each leader's first round of
+ * requests (five in flight, ~0.7 MB) and more go inline, which would be a third of a
+ * 20,000-record arm or more, and varies with the machine's speed; at ~2 MB/s per leader and a
+ * 30 ms linger the objects are near the entry size (53 KB), so entry may take a burst or two.
+ * So the arm is measured from when every leader's policy has put the group in the WAL: bursts of
+ * the same workload, not counted, until then (at most WARM_UP_BURSTS; the arm is measured either
+ * way and the report says how many leaders were in the WAL).
  */
 async function warmUp(cluster: KafkaCluster, bootstrap: string, topic: string): Promise<void> {
   let bursts = 0;
