@@ -37,6 +37,8 @@ const RECORDS = Number(process.env.DEMO_RECORDS ?? 200_000);
 const RECORD_SIZE = 512;
 const PARTITIONS = 6;
 const PHASES = 7;
+/** The producer of both arms and of the warm-up: acks=all (producerPerf's default), 5 ms linger, 64 KB batches. */
+const PRODUCER_PROPS = { 'linger.ms': 5, 'batch.size': 65_536 };
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
 const started = Date.now();
@@ -221,7 +223,7 @@ async function warmUp(cluster: KafkaCluster, bootstrap: string, topic: string): 
       topic,
       records: WARM_UP_RECORDS,
       recordSize: RECORD_SIZE,
-      props: { 'linger.ms': 5, 'batch.size': 65_536 },
+      props: PRODUCER_PROPS,
     });
     inWal = await leadersInWal(cluster);
   }
@@ -296,7 +298,7 @@ async function main(): Promise<void> {
         topic,
         records: RECORDS,
         recordSize: RECORD_SIZE,
-        props: { 'linger.ms': 5, 'batch.size': 65_536 },
+        props: PRODUCER_PROPS,
       });
       const differences = await compareReplicas(cluster.workDirDataDirs(), topic, PARTITIONS);
       const consumed = await consumerPerf({ bootstrap, topic, records: RECORDS });
