@@ -379,6 +379,8 @@ describe('store faults on three zones: never worse than stock Kafka', () => {
     for (const topic of TOPICS) {
       expect(await compareReplicas(c.workDirDataDirs(), topic, PARTITIONS), topic).toEqual([]);
     }
-    failed = false;
+    // The soft assertions above let the test run to here when they fail: their failure keeps the
+    // cluster's logs too (a stall or a short ISR is what the brokers' and sidecars' logs explain).
+    failed = violations.length > 0 || everShort.length > 0 || isr.samples.length <= producedSeconds * 0.8;
   }, 720_000);
 });
