@@ -197,9 +197,9 @@ export class SealingPolicy {
       throw new RangeError(`need 1 <= inline multiple (${exit}) <= wal multiple (${enter})`);
     }
     const breakEven = options.economics.breakEvenObjectBytes;
-    this.#walAtBytes = breakEven === undefined ? undefined : breakEven * enter;
     if (breakEven !== undefined) {
-      this.#walAtPerByte = options.economics.savingPerByte(breakEven * enter);
+      this.#walAtBytes = breakEven * enter;
+      this.#walAtPerByte = options.economics.savingPerByte(this.#walAtBytes);
       this.#inlineBelowPerByte = options.economics.savingPerByte(breakEven * exit);
     }
     this.#onSwitch = options.onSwitch;

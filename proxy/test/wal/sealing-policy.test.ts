@@ -418,6 +418,10 @@ describe('SealingPolicy over synthetic traces (one broker, three budgets)', () =
     // them in a row have closed (a linger each)
     const paying = resume(50, 5);
     expect(paying.map((s) => s.to)).toEqual(['wal']);
+    // (the first, accumulated request's object closes at once, full; each later one a linger on)
+    expect(paying[0]!.afterMs).toBeGreaterThanOrEqual(
+      (SEALING_DEFAULTS.enterAfterPayingObjects - 1) * policy0Linger(50),
+    );
     expect(paying[0]!.afterMs).toBeLessThanOrEqual(
       (SEALING_DEFAULTS.enterAfterPayingObjects + 1) * policy0Linger(50),
     );
